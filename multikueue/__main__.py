@@ -1,0 +1,5 @@
+import sys
+
+from multikueue.cli import main
+
+sys.exit(main())

@@ -1,0 +1,1 @@
+"""API I/O: the only package that talks to Kubernetes API servers."""

@@ -1,0 +1,41 @@
+"""Restricted identities on a test-bed cluster: a ServiceAccount and a kubeconfig that acts as it (RBAC tests)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubernetes_asyncio import client as k8s_client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from multikueue.kube.client import raw_body
+from multikueue.testing.testbed import Cluster, kubeconfig_document
+
+
+async def mint_service_account_kubeconfig(
+    api: k8s_client.ApiClient,
+    cluster: Cluster,
+    *,
+    namespace: str,
+    name: str,
+    expiration_seconds: int = 3600,
+) -> dict[str, Any]:
+    """Create the ServiceAccount if needed and return a kubeconfig with a bound token for it.
+
+    The account has no permissions beyond what RBAC objects grant it, so a test can prove exactly which
+    Roles a component needs. Tokens come from the TokenRequest API, as ``kubectl create token`` does.
+    """
+    core = k8s_client.CoreV1Api(api)
+    try:
+        await core.create_namespaced_service_account(namespace, raw_body({"metadata": {"name": name}}))
+    except ApiException as e:
+        if e.status != 409:
+            raise
+    request = await core.create_namespaced_service_account_token(
+        name, namespace, raw_body({"spec": {"expirationSeconds": expiration_seconds}})
+    )
+    return kubeconfig_document(
+        f"{cluster.name}-{namespace}-{name}",
+        cluster.url,
+        ca_pem=cluster.ca_pem,
+        user={"token": request.status.token},
+    )

@@ -1,0 +1,171 @@
+"""Kueue's and Tekton's real CRDs, read from the Go module cache at test time and installed on the test bed.
+
+Nothing upstream is committed: ``go mod download`` fetches the release's module (it carries the YAML) into the
+Go module cache, which later runs reuse.
+
+Without the upstream webhooks there is no conversion between API versions, so a multi-version CRD is installed
+with its storage version only: serving the others with strategy ``None`` would hand out unconverted objects
+(Kueue's v1beta1 MultiKueueCluster has a different shape from v1beta2).
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import shutil
+import subprocess
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import yaml
+from kubernetes_asyncio import client as k8s_client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from multikueue.kube.client import raw_body
+
+KUEUE_MODULE = "sigs.k8s.io/kueue"
+KUEUE_VERSION = "v0.19.2"
+TEKTON_MODULE = "github.com/tektoncd/pipeline"
+TEKTON_VERSION = "v1.15.0"
+
+KUEUE_CRD_FILES = (
+    "workloads",
+    "admissionchecks",
+    "multikueueclusters",
+    "multikueueconfigs",
+    "clusterqueues",
+    "localqueues",
+    "resourceflavors",
+    "workloadpriorityclasses",
+)
+TEKTON_CRD_FILES = ("300-pipelinerun.yaml",)
+
+
+class CRDSourceUnavailable(RuntimeError):
+    """The module holding the CRDs could not be fetched."""
+
+
+@dataclass(frozen=True)
+class ModuleSource:
+    module: str
+    version: str
+
+    def directory(self) -> Path:
+        """The module's directory in the Go module cache, downloading it if needed."""
+        go = shutil.which("go")
+        if go is None:
+            raise CRDSourceUnavailable(
+                f"the CRDs come from the Go module {self.module}@{self.version}, and `go` is not on PATH: "
+                "install Go >= 1.25 (https://go.dev/dl)"
+            )
+        proc = subprocess.run(
+            [go, "mod", "download", "-json", f"{self.module}@{self.version}"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+            env={**os.environ, "GOWORK": "off", "GOFLAGS": "-mod=mod"},
+            cwd=Path.home(),
+        )
+        info = json.loads(proc.stdout) if proc.stdout.strip() else {}
+        if proc.returncode != 0 or "Error" in info or "Dir" not in info:
+            reason = info.get("Error") or proc.stderr.strip()
+            raise CRDSourceUnavailable(f"cannot download {self.module}@{self.version}: {reason}")
+        return Path(info["Dir"])
+
+
+KUEUE = ModuleSource(KUEUE_MODULE, KUEUE_VERSION)
+TEKTON = ModuleSource(TEKTON_MODULE, TEKTON_VERSION)
+
+
+def prepare_crd(crd: dict[str, Any]) -> dict[str, Any]:
+    """Make an upstream CRD installable without its webhooks: no conversion stanza, storage version only."""
+    crd = copy.deepcopy(crd)
+    spec = crd["spec"]
+    spec.pop("conversion", None)
+    if len(spec["versions"]) > 1:
+        storage = [v for v in spec["versions"] if v.get("storage")]
+        if len(storage) != 1:
+            raise ValueError(f"CRD {crd['metadata']['name']} has {len(storage)} storage versions, expected 1")
+        spec["versions"] = storage
+    for key in ("creationTimestamp", "annotations"):
+        crd["metadata"].pop(key, None)
+    crd.pop("status", None)
+    return crd
+
+
+def _load(paths: Iterable[Path]) -> list[dict[str, Any]]:
+    docs: list[dict[str, Any]] = []
+    for path in paths:
+        docs.extend(
+            d for d in yaml.safe_load_all(path.read_text()) if d and d.get("kind") == "CustomResourceDefinition"
+        )
+    return docs
+
+
+def kueue_crds() -> list[dict[str, Any]]:
+    bases = KUEUE.directory() / "config" / "components" / "crd" / "bases"
+    return [prepare_crd(d) for d in _load(bases / f"kueue.x-k8s.io_{n}.yaml" for n in KUEUE_CRD_FILES)]
+
+
+def tekton_crds() -> list[dict[str, Any]]:
+    crds = TEKTON.directory() / "config" / "300-crds"
+    return [prepare_crd(d) for d in _load(crds / n for n in TEKTON_CRD_FILES)]
+
+
+def all_crds() -> list[dict[str, Any]]:
+    return kueue_crds() + tekton_crds()
+
+
+async def install_crds(api: k8s_client.ApiClient, crds: Sequence[dict[str, Any]], *, timeout: float = 60.0) -> None:
+    """Create or replace each CRD, then wait until every one is ``Established`` and its objects can be listed.
+
+    ``Established`` comes before the resource's storage is initialized (lists answer 429 "storage is
+    (re)initializing" for a moment), so the wait ends on a successful list.
+    """
+    ext = k8s_client.ApiextensionsV1Api(api)
+    for crd in crds:
+        name = crd["metadata"]["name"]
+        try:
+            await ext.create_custom_resource_definition(body=raw_body(crd))
+        except ApiException as e:
+            if e.status != 409:
+                raise
+            current = await ext.read_custom_resource_definition(name)
+            body = {
+                **crd,
+                "metadata": {**crd["metadata"], "resourceVersion": current.metadata.resource_version},
+            }
+            await ext.replace_custom_resource_definition(name, body=raw_body(body))
+    with anyio.fail_after(timeout):
+        for crd in crds:
+            name = crd["metadata"]["name"]
+            while True:
+                current = await ext.read_custom_resource_definition(name)
+                conditions = current.status.conditions or [] if current.status else []
+                if any(c.type == "Established" and c.status == "True" for c in conditions):
+                    break
+                await anyio.sleep(0.1)
+            spec = crd["spec"]
+            version = next(v["name"] for v in spec["versions"] if v.get("storage"))
+            objects = k8s_client.CustomObjectsApi(api)
+            while True:
+                try:
+                    await objects.list_cluster_custom_object(spec["group"], version, spec["names"]["plural"], limit=1)
+                    break
+                except ApiException as e:
+                    if e.status not in (404, 429, 503):
+                        raise
+                await anyio.sleep(0.1)
+
+
+async def delete_crd(api: k8s_client.ApiClient, name: str) -> None:
+    ext = k8s_client.ApiextensionsV1Api(api)
+    try:
+        await ext.delete_custom_resource_definition(name)
+    except ApiException as e:
+        if e.status != 404:
+            raise

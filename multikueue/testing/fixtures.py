@@ -1,0 +1,89 @@
+"""pytest fixtures over the test bed; load with ``pytest_plugins = ["multikueue.testing.fixtures"]``.
+
+- ``testbed``: session-scoped, three clusters with Kueue's and Tekton's CRDs installed.
+- ``manager_api``, ``worker1_api``, ``worker2_api``: one timed-out ``ApiClient`` per cluster and test.
+- ``namespace``: a fresh namespace of the same name on every cluster, for one test.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import anyio
+import pytest
+from kubernetes_asyncio import client as k8s_client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
+from multikueue.testing import crds
+from multikueue.testing.testbed import TestBed
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    return "asyncio"
+
+
+@pytest.fixture(scope="session")
+def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestBed]:
+    definitions = crds.all_crds()
+    with TestBed() as bed:
+
+        async def install() -> None:
+            for cluster in bed.clusters.values():
+                async with await api_client_from_kubeconfig(cluster.kubeconfig) as api:
+                    await crds.install_crds(api, definitions)
+
+        anyio.run(install)
+        yield bed
+
+
+async def _client(bed: TestBed, name: str, tmp_path: Path) -> ApiClient:
+    return await api_client_from_kubeconfig(bed.cluster(name).kubeconfig, temp_dir=tmp_path / "certs")
+
+
+@pytest.fixture
+async def manager_api(testbed: TestBed, tmp_path: Path) -> AsyncIterator[ApiClient]:
+    async with await _client(testbed, "manager", tmp_path) as api:
+        yield api
+
+
+@pytest.fixture
+async def worker1_api(testbed: TestBed, tmp_path: Path) -> AsyncIterator[ApiClient]:
+    async with await _client(testbed, "worker1", tmp_path) as api:
+        yield api
+
+
+@pytest.fixture
+async def worker2_api(testbed: TestBed, tmp_path: Path) -> AsyncIterator[ApiClient]:
+    async with await _client(testbed, "worker2", tmp_path) as api:
+        yield api
+
+
+@pytest.fixture
+async def namespace(testbed: TestBed, tmp_path: Path, request: pytest.FixtureRequest) -> AsyncIterator[str]:
+    """Created on every cluster before the test, deleted after it.
+
+    The bed runs no namespace controller, so a deleted namespace stays ``Terminating`` with its objects; the
+    unique name keeps tests apart all the same.
+    """
+    stem = request.node.name.lower().replace("_", "-")
+    name = f"{''.join(c for c in stem if c.isalnum() or c == '-')[:40].strip('-')}-{uuid.uuid4().hex[:6]}"
+    clients = [await _client(testbed, c, tmp_path) for c in testbed.clusters]
+    try:
+        for api in clients:
+            await k8s_client.CoreV1Api(api).create_namespace(
+                k8s_client.V1Namespace(metadata=k8s_client.V1ObjectMeta(name=name))
+            )
+        yield name
+        for api in clients:
+            try:
+                await k8s_client.CoreV1Api(api).delete_namespace(name)
+            except ApiException as e:
+                if e.status != 404:
+                    raise
+    finally:
+        for api in clients:
+            await api.close()

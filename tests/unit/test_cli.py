@@ -1,0 +1,28 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from multikueue import __version__
+from multikueue.cli import main
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["--version"])
+    assert e.value.code == 0
+    assert capsys.readouterr().out.strip() == f"multikueue {__version__}"
+
+
+def test_help_lists_the_commands() -> None:
+    out = subprocess.run([sys.executable, "-m", "multikueue", "--help"], capture_output=True, text=True, check=True)
+    assert "testbed" in out.stdout
+
+
+def test_an_unknown_command_is_an_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["nonsense"])
+    assert e.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
