@@ -39,3 +39,14 @@ async def eventually(
                 last = value
             await anyio.sleep(interval)
     raise NotReached(f"{what} not reached within {timeout}s; last seen: {last!r}")
+
+
+async def wait_until(
+    condition: Callable[[], bool], *, timeout: float = 30.0, interval: float = 0.05, what: str = "condition"
+) -> None:
+    """Wait until a synchronous ``condition()`` holds (state kept in memory, e.g. an informer's cache)."""
+
+    async def probe() -> bool:
+        return condition()
+
+    await eventually(probe, timeout=timeout, interval=interval, what=what)

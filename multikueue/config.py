@@ -1,0 +1,239 @@
+"""The controller's configuration: Kueue's ``Configuration`` document plus this controller's own settings.
+
+The ``multiKueue`` section has Kueue's exact shape and defaults (``apis/config/v1beta2``), so the text that
+configures Kueue's MultiKueue configures this controller too; Kueue's other top-level sections (``integrations``,
+``featureGates``, ...) are accepted and ignored. This controller's own settings live under ``dispatcher``, a key
+Kueue does not have. Every error names the field and the bad value.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic.alias_generators import to_camel
+
+KUEUE_MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
+DEFAULT_CONTROLLER_NAME = "multikueue.x-k8s.io/external-dispatcher"
+DISPATCHER_ALL_AT_ONCE = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
+DISPATCHER_INCREMENTAL = "kueue.x-k8s.io/multikueue-dispatcher-incremental"
+CONFIG_API_VERSIONS = ("config.kueue.x-k8s.io/v1beta2", "config.kueue.x-k8s.io/v1beta1")
+
+_LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
+_DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+
+
+class ConfigError(ValueError):
+    """An invalid configuration; ``problems`` lists each as ``field: message (got value)``."""
+
+    def __init__(self, source: str, problems: list[str]) -> None:
+        self.source = source
+        self.problems = problems
+        super().__init__(f"invalid configuration in {source}:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in a Go duration string (``1m``, ``1h30m``, ``500ms``, ``0``), as Kueue's config accepts."""
+    if text in ("0", "-0", "+0"):
+        return 0.0
+    sign = -1.0 if text.startswith("-") else 1.0
+    body = text.lstrip("+-")
+    position, total = 0, 0.0
+    for match in _DURATION_PART.finditer(body):
+        if match.start() != position:
+            break
+        total += float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+        position = match.end()
+    if not body or position != len(body):
+        raise ValueError(f"not a duration like 30s, 1m or 1h30m: {text!r}")
+    return sign * total
+
+
+def _duration(value: Any) -> float:
+    """Validate a non-negative duration; errors quote the value as written."""
+    if isinstance(value, bool) or not isinstance(value, str | int | float):
+        raise ValueError(f"must be a duration string such as 30s or 1m, got {value!r}")
+    seconds = float(value) if not isinstance(value, str) else parse_duration(value)
+    if seconds < 0:
+        raise ValueError(f"must not be negative, got {value!r}")
+    return seconds
+
+
+Duration = Annotated[float, Field(description="seconds; written as a Go duration string")]
+
+
+@dataclass(frozen=True, order=True)
+class GroupVersionKind:
+    group: str
+    version: str
+    kind: str
+
+    @classmethod
+    def parse(cls, text: str) -> GroupVersionKind:
+        """``Kind.version.group`` as Kueue's ``schema.ParseKindArg`` reads it (case kept; a group is required)."""
+        parts = text.split(".", 2)
+        if len(parts) != 3 or not all(parts):
+            raise ValueError(f"must be in 'Kind.version.group' format (e.g. PipelineRun.v1.tekton.dev), got {text!r}")
+        kind, version, group = parts
+        return cls(group=group, version=version, kind=kind)
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+    def __str__(self) -> str:  # the key Kueue uses for adapters: schema.GroupVersionKind.String()
+        return f"{self.group}/{self.version}, Kind={self.kind}"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="forbid", frozen=True)
+
+
+class ExternalFramework(_Model):
+    name: str
+
+    @field_validator("name")
+    @classmethod
+    def _gvk(cls, value: str) -> str:
+        GroupVersionKind.parse(value)
+        return value
+
+    @property
+    def gvk(self) -> GroupVersionKind:
+        return GroupVersionKind.parse(self.name)
+
+
+class IncrementalDispatcherConfig(_Model):
+    step_size: int = Field(default=3, ge=1)
+
+
+class MultiKueue(_Model):
+    """Kueue's ``multiKueue`` section, with Kueue's defaults."""
+
+    gc_interval: Duration = 60.0
+    origin: str = "multikueue"
+    worker_lost_timeout: Duration = 900.0
+    dispatcher_name: str = DISPATCHER_ALL_AT_ONCE
+    incremental_dispatcher_config: IncrementalDispatcherConfig | None = None
+    external_frameworks: tuple[ExternalFramework, ...] = ()
+    cluster_profile: dict[str, Any] | None = None  # accepted for compatibility; not supported by this controller
+
+    _durations = field_validator("gc_interval", "worker_lost_timeout", mode="before")(classmethod(
+        lambda cls, v: _duration(v)))  # fmt: skip
+
+    @field_validator("gc_interval", "worker_lost_timeout")
+    @classmethod
+    def _not_negative(cls, value: float) -> float:
+        if value < 0:
+            raise ValueError(f"must not be negative, got {value}s")
+        return value
+
+    @field_validator("origin")
+    @classmethod
+    def _label_value(cls, value: str) -> str:
+        if not value or len(value) > 63 or not _LABEL_VALUE.match(value):
+            raise ValueError(f"must be a non-empty label value (63 characters of [A-Za-z0-9-_.]), got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _cross_field(self) -> MultiKueue:
+        names = [f.name for f in self.external_frameworks]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"@externalFrameworks: duplicate entries {duplicates}")
+        if self.dispatcher_name == DISPATCHER_INCREMENTAL:
+            if self.incremental_dispatcher_config is None:
+                object.__setattr__(self, "incremental_dispatcher_config", IncrementalDispatcherConfig())
+        elif self.incremental_dispatcher_config is not None:
+            raise ValueError(
+                f"@incrementalDispatcherConfig: only valid with dispatcherName {DISPATCHER_INCREMENTAL!r}, "
+                f"got dispatcherName {self.dispatcher_name!r}"
+            )
+        return self
+
+    @property
+    def gvks(self) -> tuple[GroupVersionKind, ...]:
+        return tuple(f.gvk for f in self.external_frameworks)
+
+
+class WorkerClient(_Model):
+    """How this controller talks to each worker's API server."""
+
+    qps: float = Field(default=50.0, gt=0)
+    burst: int = Field(default=100, ge=1)
+    timeout: Duration = 15.0
+
+    @field_validator("timeout", mode="before")
+    @classmethod
+    def _durations(cls, value: Any) -> float:
+        return _duration(value)
+
+
+class Dispatcher(_Model):
+    """This controller's own settings (not part of Kueue's Configuration)."""
+
+    controller_name: str = DEFAULT_CONTROLLER_NAME
+    managed_by: str = KUEUE_MULTIKUEUE_CONTROLLER
+    namespace: str = "multikueue-system"
+    concurrency: int = Field(default=4, ge=1, le=256)
+    worker_client: WorkerClient = WorkerClient()
+    events_batch_period: Duration = 1.0
+
+    @field_validator("events_batch_period", mode="before")
+    @classmethod
+    def _durations(cls, value: Any) -> float:
+        return _duration(value)
+
+
+class Configuration(_Model):
+    model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=True)
+
+    api_version: Literal["config.kueue.x-k8s.io/v1beta2", "config.kueue.x-k8s.io/v1beta1"] = (
+        "config.kueue.x-k8s.io/v1beta2"
+    )
+    kind: Literal["Configuration"] = "Configuration"
+    multi_kueue: MultiKueue = MultiKueue()
+    dispatcher: Dispatcher = Dispatcher()
+
+
+def _location(loc: tuple[int | str, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "(document)"
+
+
+def _problems(error: ValidationError) -> list[str]:
+    problems = []
+    for item in error.errors():
+        loc = item["loc"]
+        message = str(item["msg"]).removeprefix("Value error, ")
+        if message.startswith("@"):  # a model-level check naming its own field: "@field: message"
+            field, message = message[1:].split(": ", 1)
+            loc = (*loc, field)
+        value = item.get("input")
+        problem = f"{_location(loc)}: {message}"
+        if item["type"] not in ("value_error",) and not isinstance(value, dict):
+            problem += f" (got {value!r})"
+        problems.append(problem)
+    return problems
+
+
+def parse_configuration(text: str, *, source: str = "configuration") -> Configuration:
+    """Parse and validate a YAML document; raises ``ConfigError`` naming every bad field and value."""
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        raise ConfigError(source, [f"not valid YAML: {e}"]) from None
+    if document is None:
+        document = {}
+    if not isinstance(document, dict):
+        raise ConfigError(source, [f"(document): must be a mapping, got {type(document).__name__}"])
+    try:
+        return Configuration.model_validate(document)
+    except ValidationError as e:
+        raise ConfigError(source, _problems(e)) from None

@@ -1,0 +1,243 @@
+"""List+watch into a local cache, as client-go's reflector does, for any list endpoint.
+
+- List (paged), then watch from the list's resourceVersion with bookmarks; a watch that ends normally resumes
+  from the last resourceVersion seen (events and bookmarks alike), without a relist.
+- 410 Gone (an ERROR event or an HTTP status) means the history is gone: list again and diff the cache, so a
+  deletion missed meanwhile is still reported.
+- Every watch asks the server to end it after ``watch_timeout`` seconds, and the connection's read timeout is a
+  little longer: a stream silent past that is dead (a half-open TCP connection), not idle.
+- Other failures back off exponentially (capped) and retry; ``connected``/``last_error`` tell the owner.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import aiohttp
+import anyio
+import structlog
+from kubernetes_asyncio import watch
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from multikueue.runtime.workqueue import Backoff
+
+Object = dict[str, Any]
+log = structlog.get_logger(__name__)
+
+ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+
+
+@dataclass(frozen=True, order=True)
+class ObjectKey:
+    """Namespace ("" when cluster-scoped) and name."""
+
+    namespace: str
+    name: str
+
+    @classmethod
+    def of(cls, obj: Object) -> ObjectKey:
+        meta = obj["metadata"]
+        return cls(meta.get("namespace", ""), meta["name"])
+
+    def __str__(self) -> str:
+        return f"{self.namespace}/{self.name}" if self.namespace else self.name
+
+
+class ListWatchSource(Protocol):
+    """Where an informer reads from: one resource on one cluster, maybe filtered by namespace and labels."""
+
+    description: str
+
+    async def list(self, *, limit: int, continue_token: str | None) -> Object: ...
+
+    def watch(self, *, resource_version: str, timeout_seconds: int) -> AsyncIterator[Object]: ...
+
+
+class ApiListSource:
+    """A ``kubernetes_asyncio`` list method (bound to one cluster's client) as a source of raw objects.
+
+    Works with ``CustomObjectsApi`` and typed APIs alike: lists are read unparsed and watch events as raw
+    objects, so the cache holds plain dicts either way.
+    """
+
+    def __init__(self, list_method: Callable[..., Awaitable[Any]], *args: Any, description: str, **filters: Any):
+        self._method = list_method
+        self._args = args
+        self._filters = filters
+        self.description = description
+
+    async def list(self, *, limit: int, continue_token: str | None) -> Object:
+        kwargs: dict[str, Any] = {**self._filters, "limit": limit, "_preload_content": False}
+        if continue_token:
+            kwargs["_continue"] = continue_token
+        response = await self._method(*self._args, **kwargs)
+        try:
+            body = await response.read()
+        finally:
+            response.release()
+        if response.status >= 400:  # _preload_content=False leaves the status check to the caller
+            raise ApiException(status=response.status, reason=body.decode(errors="replace")[:300])
+        result: Object = json.loads(body)
+        return result
+
+    async def watch(self, *, resource_version: str, timeout_seconds: int) -> AsyncIterator[Object]:
+        read_timeout = aiohttp.ClientTimeout(connect=10, sock_connect=10, sock_read=timeout_seconds + 15)
+        async with watch.Watch() as stream:
+            async for event in stream.stream(
+                self._method,
+                *self._args,
+                **self._filters,
+                resource_version=resource_version,
+                allow_watch_bookmarks=True,
+                timeout_seconds=timeout_seconds,
+                _request_timeout=read_timeout,
+            ):
+                yield {"type": event["type"], "object": event["raw_object"]}
+
+
+EventHandler = Callable[[str, Object], None]
+_RETRY = Backoff(base=0.5, factor=2, cap=30)
+
+
+class Informer:
+    """Keeps ``store`` equal to the server's objects; calls ``on_event(type, object)`` for every change."""
+
+    def __init__(
+        self,
+        source: ListWatchSource,
+        *,
+        on_event: EventHandler | None = None,
+        watch_timeout: int = 300,
+        page_size: int = 500,
+        backoff: Backoff = _RETRY,
+    ) -> None:
+        self.source = source
+        self.on_event = on_event
+        self.watch_timeout = watch_timeout
+        self.page_size = page_size
+        self.backoff = backoff
+        self.store: dict[ObjectKey, Object] = {}
+        self.synced = anyio.Event()
+        self.connected = False
+        self.disconnected_since: float | None = time.monotonic()
+        self.last_error: BaseException | None = None
+        self.resource_version: str | None = None
+        self.relists = 0
+
+    def get(self, key: ObjectKey) -> Object | None:
+        return self.store.get(key)
+
+    def items(self) -> list[Object]:
+        return list(self.store.values())
+
+    async def run(self) -> None:
+        """Run until cancelled."""
+        failures = 0
+        while True:
+            try:
+                if self.resource_version is None:
+                    await self._relist()
+                await self._watch()
+                failures = 0
+            except ApiException as e:
+                if e.status == 410:
+                    log.info("watch expired, relisting", source=self.source.description, reason=e.reason)
+                    self.resource_version = None
+                    continue
+                failures += 1
+                self._failed(e)
+                if e.status in (400, 403, 404):  # a broken request will not heal by resuming the watch
+                    self.resource_version = None
+                await anyio.sleep(self._jittered(self.backoff.delay(failures)))
+            except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as e:
+                failures += 1
+                self._failed(e)
+                await anyio.sleep(self._jittered(self.backoff.delay(failures)))
+
+    # --------------------------------------------------------------------------------------- internals
+
+    async def _relist(self) -> None:
+        items: dict[ObjectKey, Object] = {}
+        continue_token: str | None = None
+        resource_version = ""
+        while True:
+            page = await self.source.list(limit=self.page_size, continue_token=continue_token)
+            metadata = page.get("metadata") or {}
+            resource_version = resource_version or metadata.get("resourceVersion", "")
+            for obj in page.get("items") or []:
+                items[ObjectKey.of(obj)] = obj
+            continue_token = metadata.get("continue")
+            if not continue_token:
+                break
+        previous, self.store = self.store, items
+        self.resource_version = resource_version
+        self.relists += 1
+        self._mark_connected()
+        for key, obj in previous.items():
+            if key not in items:
+                self._notify(DELETED, obj)
+        for key, obj in items.items():
+            old = previous.get(key)
+            if old is None:
+                self._notify(ADDED, obj)
+            elif old["metadata"].get("resourceVersion") != obj["metadata"].get("resourceVersion"):
+                self._notify(MODIFIED, obj)
+        self.synced.set()
+
+    async def _watch(self) -> None:
+        assert self.resource_version is not None
+        async for event in self.source.watch(
+            resource_version=self.resource_version, timeout_seconds=self._jittered_timeout()
+        ):
+            self._mark_connected()
+            kind, obj = event["type"], event["object"]
+            rv = (obj.get("metadata") or {}).get("resourceVersion")
+            if kind == "BOOKMARK":
+                self.resource_version = rv or self.resource_version
+                continue
+            key = ObjectKey.of(obj)
+            if kind == DELETED:
+                self.store.pop(key, None)
+            elif kind in (ADDED, MODIFIED):
+                self.store[key] = obj
+            else:
+                log.warning("unexpected watch event", source=self.source.description, type=kind)
+                continue
+            self.resource_version = rv or self.resource_version
+            self._notify(kind, obj)
+
+    def _notify(self, kind: str, obj: Object) -> None:
+        if self.on_event is not None:
+            self.on_event(kind, obj)
+
+    def _mark_connected(self) -> None:
+        if not self.connected:
+            self.connected = True
+            self.disconnected_since = None
+            self.last_error = None
+
+    def _failed(self, error: BaseException) -> None:
+        if self.connected or self.disconnected_since is None:
+            self.disconnected_since = time.monotonic()  # the first drop, kept across failed retries
+        self.connected = False
+        self.last_error = error
+        log.warning("list/watch failed", source=self.source.description, error=_describe(error))
+
+    def _jittered_timeout(self) -> int:
+        # Spread reconnects of many watches, as client-go does (timeout between 1x and 2x... here 0.8x-1x).
+        return max(1, int(self.watch_timeout * random.uniform(0.8, 1.0)))
+
+    @staticmethod
+    def _jittered(delay: float) -> float:
+        return delay * random.uniform(0.8, 1.2)
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, ApiException):
+        return f"HTTP {error.status}: {error.reason}"
+    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__

@@ -1,0 +1,159 @@
+"""A keyed work queue with client-go's guarantees, for anyio.
+
+- A key is queued at most once however often it is added (bursts coalesce).
+- A key being processed is never handed to a second worker; added meanwhile, it is queued again on ``done``.
+- ``add_after`` delays a key (the earliest pending delay wins); ``add_rate_limited`` delays it by a per-key
+  exponential backoff that ``forget`` resets.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+import time
+from collections import deque
+from collections.abc import Callable, Hashable
+from dataclasses import dataclass
+from typing import Generic, TypeVar
+
+import anyio
+
+K = TypeVar("K", bound=Hashable)
+
+
+class ShutDown(Exception):
+    """The queue is shut down; workers should exit."""
+
+
+@dataclass(frozen=True)
+class Backoff:
+    """Exponential per-key backoff: ``base * factor**failures``, capped at ``cap`` seconds."""
+
+    base: float = 0.05
+    factor: float = 2.0
+    cap: float = 300.0
+
+    def delay(self, failures: int) -> float:
+        if failures <= 0:
+            return 0.0
+        exponent = min(failures - 1, 64)
+        return min(self.cap, self.base * math.pow(self.factor, exponent))
+
+
+_DEFAULT_BACKOFF = Backoff()
+
+
+class WorkQueue(Generic[K]):
+    def __init__(self, *, backoff: Backoff = _DEFAULT_BACKOFF, clock: Callable[[], float] = time.monotonic) -> None:
+        self._queue: deque[K] = deque()
+        self._dirty: set[K] = set()
+        self._processing: set[K] = set()
+        self._delayed: list[tuple[float, int, K]] = []
+        self._delay_of: dict[K, float] = {}
+        self._failures: dict[K, int] = {}
+        self._added_at: dict[K, float] = {}
+        self._sequence = itertools.count()
+        self._wakeup = anyio.Event()
+        self._shut_down = False
+        self._backoff = backoff
+        self._clock = clock
+
+    # --------------------------------------------------------------------------------------- producers
+
+    def add(self, key: K) -> None:
+        if self._shut_down or key in self._dirty:
+            return
+        self._dirty.add(key)
+        self._added_at.setdefault(key, self._clock())
+        if key not in self._processing:
+            self._queue.append(key)
+            self._wake()
+
+    def add_after(self, key: K, delay: float) -> None:
+        if delay <= 0:
+            self.add(key)
+            return
+        if self._shut_down:
+            return
+        when = self._clock() + delay
+        if key in self._delay_of and self._delay_of[key] <= when:
+            return  # an earlier (or equal) wake-up is already pending
+        self._delay_of[key] = when
+        heapq.heappush(self._delayed, (when, next(self._sequence), key))
+        self._wake()
+
+    def add_rate_limited(self, key: K) -> float:
+        """Queue ``key`` after its next backoff step; returns the delay chosen."""
+        failures = self._failures.get(key, 0) + 1
+        self._failures[key] = failures
+        delay = self._backoff.delay(failures)
+        self.add_after(key, delay)
+        return delay
+
+    def forget(self, key: K) -> None:
+        self._failures.pop(key, None)
+
+    def failures(self, key: K) -> int:
+        return self._failures.get(key, 0)
+
+    # ----------------------------------------------------------------------------------------- workers
+
+    async def get(self) -> K:
+        """Wait for the next key and mark it as processing; raises ``ShutDown`` once shut down and drained."""
+        while True:
+            self._promote_due()
+            if self._queue:
+                key = self._queue.popleft()
+                self._dirty.discard(key)
+                self._processing.add(key)
+                return key
+            if self._shut_down:
+                raise ShutDown
+            timeout = self._delayed[0][0] - self._clock() if self._delayed else math.inf
+            event = self._wakeup
+            with anyio.move_on_after(max(timeout, 0)):
+                await event.wait()
+            if event.is_set() and self._wakeup is event:
+                self._wakeup = anyio.Event()
+
+    def done(self, key: K) -> None:
+        self._processing.discard(key)
+        if key in self._dirty:
+            self._queue.append(key)
+            self._wake()
+        else:
+            self._added_at.pop(key, None)
+
+    def wait_time(self, key: K) -> float:
+        """Seconds since ``key`` was first added and not yet processed (for metrics)."""
+        return self._clock() - self._added_at.get(key, self._clock())
+
+    def shut_down(self) -> None:
+        self._shut_down = True
+        self._wake()
+
+    # -------------------------------------------------------------------------------------- inspection
+
+    def __len__(self) -> int:
+        return len(self._queue)
+
+    @property
+    def delayed(self) -> int:
+        return len(self._delay_of)
+
+    def is_processing(self, key: K) -> bool:
+        return key in self._processing
+
+    # --------------------------------------------------------------------------------------- internals
+
+    def _wake(self) -> None:
+        self._wakeup.set()
+
+    def _promote_due(self) -> None:
+        now = self._clock()
+        while self._delayed and self._delayed[0][0] <= now:
+            when, _, key = heapq.heappop(self._delayed)
+            if self._delay_of.get(key) == when:  # skip entries superseded by an earlier add_after
+                del self._delay_of[key]
+                self.add(key)

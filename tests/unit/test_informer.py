@@ -1,0 +1,156 @@
+"""The informer's decisions, with a scripted source; tests/integration proves it against real apiservers."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+import aiohttp
+import anyio
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from multikueue.runtime.informer import Informer, ObjectKey
+from multikueue.runtime.workqueue import Backoff
+
+
+def obj(name: str, rv: int, namespace: str = "ns") -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": namespace, "resourceVersion": str(rv)}}
+
+
+class ScriptedSource:
+    """Answers lists and watches from scripts; each watch script item is an event dict or an exception."""
+
+    description = "scripted"
+
+    def __init__(self, lists: list[list[dict[str, Any]]], watches: list[list[Any]]) -> None:
+        self.lists = lists
+        self.watches = watches
+        self.list_calls: list[str | None] = []
+        self.watch_calls: list[str] = []
+        self.done = anyio.Event()
+
+    async def list(self, *, limit: int, continue_token: str | None) -> dict[str, Any]:
+        self.list_calls.append(continue_token)
+        page = self.lists.pop(0)
+        return page  # type: ignore[return-value]
+
+    async def watch(self, *, resource_version: str, timeout_seconds: int) -> AsyncIterator[dict[str, Any]]:
+        self.watch_calls.append(resource_version)
+        if not self.watches:
+            self.done.set()
+            await anyio.sleep_forever()
+        for item in self.watches.pop(0):
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+
+
+def page(items: list[dict[str, Any]], rv: int, cont: str | None = None) -> Any:
+    return {"items": items, "metadata": {"resourceVersion": str(rv), **({"continue": cont} if cont else {})}}
+
+
+async def run_until_idle(informer: Informer, source: ScriptedSource) -> list[tuple[str, str]]:
+    seen: list[tuple[str, str]] = []
+    informer.on_event = lambda kind, o: seen.append((kind, o["metadata"]["name"]))
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(informer.run)
+            await source.done.wait()
+            tg.cancel_scope.cancel()
+    return seen
+
+
+FAST = Backoff(base=0.001, cap=0.001)
+
+
+async def test_lists_all_pages_then_watches_from_the_lists_version() -> None:
+    source = ScriptedSource(
+        lists=[page([obj("a", 5)], 10, cont="next"), page([obj("b", 6)], 10)],
+        watches=[[{"type": "ADDED", "object": obj("c", 11)}]],
+    )
+    informer = Informer(source)
+    seen = await run_until_idle(informer, source)
+    assert source.list_calls == [None, "next"]
+    assert source.watch_calls[0] == "10"
+    assert seen == [("ADDED", "a"), ("ADDED", "b"), ("ADDED", "c")]
+    assert informer.synced.is_set()
+    assert sorted(k.name for k in informer.store) == ["a", "b", "c"]
+
+
+async def test_a_normal_end_resumes_from_the_last_event_or_bookmark_without_relisting() -> None:
+    source = ScriptedSource(
+        lists=[page([], 10)],
+        watches=[
+            [
+                {"type": "ADDED", "object": obj("a", 11)},
+                {"type": "BOOKMARK", "object": {"metadata": {"resourceVersion": "15"}}},
+            ],
+            [{"type": "MODIFIED", "object": obj("a", 16)}],
+        ],
+    )
+    informer = Informer(source)
+    seen = await run_until_idle(informer, source)
+    assert source.watch_calls == ["10", "15", "16"]
+    assert len(source.list_calls) == 1
+    assert seen == [("ADDED", "a"), ("MODIFIED", "a")]
+
+
+async def test_gone_relists_and_reports_what_was_missed() -> None:
+    source = ScriptedSource(
+        lists=[
+            page([obj("keep", 1), obj("drop", 2), obj("edit", 3)], 10),
+            page([obj("keep", 1), obj("edit", 20), obj("new", 21)], 22),
+        ],
+        watches=[[ApiException(status=410, reason="Expired: too old resource version")]],
+    )
+    informer = Informer(source)
+    seen = await run_until_idle(informer, source)
+    assert informer.relists == 2
+    assert source.watch_calls == ["10", "22"]
+    assert seen[3:] == [("DELETED", "drop"), ("MODIFIED", "edit"), ("ADDED", "new")]
+    assert sorted(k.name for k in informer.store) == ["edit", "keep", "new"]
+
+
+async def test_connection_errors_back_off_keep_the_version_and_record_the_first_drop() -> None:
+    source = ScriptedSource(
+        lists=[page([], 10)],
+        watches=[
+            [aiohttp.ClientConnectionError("refused")],
+            [TimeoutError()],
+            [{"type": "ADDED", "object": obj("a", 11)}],
+        ],
+    )
+    informer = Informer(source, backoff=FAST)
+    drops: list[float | None] = []
+    original = informer._failed
+
+    def spy(error: BaseException) -> None:
+        original(error)
+        drops.append(informer.disconnected_since)
+
+    informer._failed = spy  # type: ignore[method-assign]
+    await run_until_idle(informer, source)
+    assert source.watch_calls == ["10", "10", "10", "11"]
+    assert len(source.list_calls) == 1
+    assert drops[0] is not None
+    assert drops[0] == drops[1], "the first drop time is kept across failed retries"
+    assert informer.connected
+    assert informer.disconnected_since is None
+
+
+async def test_a_forbidden_watch_relists_after_backoff() -> None:
+    source = ScriptedSource(
+        lists=[page([], 10), page([], 12)], watches=[[ApiException(status=403, reason="Forbidden")]]
+    )
+    informer = Informer(source, backoff=FAST)
+    await run_until_idle(informer, source)
+    assert informer.relists == 2
+    assert source.watch_calls == ["10", "12"]
+
+
+async def test_deleted_events_remove_from_the_store() -> None:
+    source = ScriptedSource(lists=[page([obj("a", 1)], 10)], watches=[[{"type": "DELETED", "object": obj("a", 11)}]])
+    informer = Informer(source)
+    seen = await run_until_idle(informer, source)
+    assert informer.get(ObjectKey("ns", "a")) is None
+    assert seen == [("ADDED", "a"), ("DELETED", "a")]

@@ -1,0 +1,143 @@
+from __future__ import annotations
+
+import anyio
+import anyio.lowlevel
+import pytest
+
+from multikueue.runtime.workqueue import Backoff, ShutDown, WorkQueue
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+async def test_bursts_of_the_same_key_coalesce() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    for key in ("a", "b", "a", "a", "b"):
+        q.add(key)
+    assert len(q) == 2
+    assert [await q.get(), await q.get()] == ["a", "b"]
+
+
+async def test_a_key_in_processing_is_not_handed_out_twice() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    q.add("a")
+    assert await q.get() == "a"
+    q.add("a")  # changed while being processed
+    assert len(q) == 0, "must not be given to a second worker"
+    with anyio.move_on_after(0.05) as scope:
+        await q.get()
+    assert scope.cancelled_caught
+    q.done("a")
+    assert await q.get() == "a"  # processed again, once
+
+
+async def test_done_without_new_adds_forgets_the_key() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    q.add("a")
+    await q.get()
+    q.done("a")
+    assert len(q) == 0
+    assert not q.is_processing("a")
+
+
+async def test_add_after_keeps_the_earliest_delay() -> None:
+    clock = Clock()
+    q: WorkQueue[str] = WorkQueue(clock=clock)
+    q.add_after("a", 10)
+    q.add_after("a", 5)
+    q.add_after("a", 30)
+    assert q.delayed == 1
+    clock.now += 5
+    assert await q.get() == "a"
+    q.done("a")
+    clock.now += 100  # the superseded 10 s and 30 s entries do not fire again
+    with anyio.move_on_after(0.05) as scope:
+        await q.get()
+    assert scope.cancelled_caught
+
+
+async def test_a_waiting_worker_wakes_when_a_delay_expires() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    q.add_after("later", 0.05)
+    with anyio.fail_after(2):
+        assert await q.get() == "later"
+
+
+async def test_rate_limited_adds_back_off_per_key_until_forgotten() -> None:
+    clock = Clock()
+    q: WorkQueue[str] = WorkQueue(backoff=Backoff(base=1, factor=2, cap=5), clock=clock)
+    assert [q.add_rate_limited("a") for _ in range(5)] == [1, 2, 4, 5, 5]
+    assert q.add_rate_limited("b") == 1, "backoff is per key"
+    q.forget("a")
+    assert q.failures("a") == 0
+    assert q.add_rate_limited("a") == 1
+
+
+async def test_shut_down_drains_then_stops_workers() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    q.add("last")
+    q.shut_down()
+    q.add("ignored")
+    assert await q.get() == "last"
+    with pytest.raises(ShutDown):
+        await q.get()
+
+
+async def test_shut_down_wakes_an_idle_worker() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    stopped = []
+
+    async def worker() -> None:
+        try:
+            await q.get()
+        except ShutDown:
+            stopped.append(True)
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(worker)
+        await anyio.sleep(0.01)
+        q.shut_down()
+    assert stopped == [True]
+
+
+async def test_concurrent_workers_never_share_a_key() -> None:
+    q: WorkQueue[int] = WorkQueue()
+    active: set[int] = set()
+    overlaps = 0
+    processed = 0
+
+    async def worker() -> None:
+        nonlocal overlaps, processed
+        while True:
+            try:
+                key = await q.get()
+            except ShutDown:
+                return
+            overlaps += key in active
+            active.add(key)
+            await anyio.lowlevel.checkpoint()
+            q.add(key % 3)  # keep re-adding keys that may be in flight elsewhere
+            active.discard(key)
+            processed += 1
+            q.done(key)
+            if processed >= 200:
+                q.shut_down()
+
+    for key in range(10):
+        q.add(key)
+    with anyio.fail_after(10):
+        async with anyio.create_task_group() as tg:
+            for _ in range(4):
+                tg.start_soon(worker)
+    assert overlaps == 0
+    assert processed >= 200
+
+
+def test_backoff_is_capped() -> None:
+    assert Backoff(base=0.05, cap=300).delay(1000) == 300
+    assert Backoff().delay(0) == 0
