@@ -1,0 +1,1 @@
+"""Worker clusters: kubeconfig checks, connections with backoff, and the Active conditions."""
