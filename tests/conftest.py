@@ -1,8 +1,7 @@
-"""Suite-wide wiring: the test bed fixtures, anyio for coroutine tests, the integration marker by folder."""
+"""Suite-wide wiring: the test bed fixtures and the integration marker by folder (anyio runs coroutine tests)."""
 
 from __future__ import annotations
 
-import inspect
 from pathlib import Path
 
 import pytest
@@ -14,7 +13,5 @@ _INTEGRATION = Path(__file__).parent / "integration"
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
-        if isinstance(item, pytest.Function) and inspect.iscoroutinefunction(item.function):
-            item.add_marker(pytest.mark.anyio)
         if _INTEGRATION in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.integration)

@@ -11,17 +11,15 @@
 
 from __future__ import annotations
 
-import json
 import random
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import aiohttp
 import anyio
 import structlog
-from kubernetes_asyncio import watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from multikueue.runtime.workqueue import Backoff
@@ -58,48 +56,6 @@ class ListWatchSource(Protocol):
     def watch(self, *, resource_version: str, timeout_seconds: int) -> AsyncIterator[Object]: ...
 
 
-class ApiListSource:
-    """A ``kubernetes_asyncio`` list method (bound to one cluster's client) as a source of raw objects.
-
-    Works with ``CustomObjectsApi`` and typed APIs alike: lists are read unparsed and watch events as raw
-    objects, so the cache holds plain dicts either way.
-    """
-
-    def __init__(self, list_method: Callable[..., Awaitable[Any]], *args: Any, description: str, **filters: Any):
-        self._method = list_method
-        self._args = args
-        self._filters = filters
-        self.description = description
-
-    async def list(self, *, limit: int, continue_token: str | None) -> Object:
-        kwargs: dict[str, Any] = {**self._filters, "limit": limit, "_preload_content": False}
-        if continue_token:
-            kwargs["_continue"] = continue_token
-        response = await self._method(*self._args, **kwargs)
-        try:
-            body = await response.read()
-        finally:
-            response.release()
-        if response.status >= 400:  # _preload_content=False leaves the status check to the caller
-            raise ApiException(status=response.status, reason=body.decode(errors="replace")[:300])
-        result: Object = json.loads(body)
-        return result
-
-    async def watch(self, *, resource_version: str, timeout_seconds: int) -> AsyncIterator[Object]:
-        read_timeout = aiohttp.ClientTimeout(connect=10, sock_connect=10, sock_read=timeout_seconds + 15)
-        async with watch.Watch() as stream:
-            async for event in stream.stream(
-                self._method,
-                *self._args,
-                **self._filters,
-                resource_version=resource_version,
-                allow_watch_bookmarks=True,
-                timeout_seconds=timeout_seconds,
-                _request_timeout=read_timeout,
-            ):
-                yield {"type": event["type"], "object": event["raw_object"]}
-
-
 EventHandler = Callable[[str, Object], None]
 _RETRY = Backoff(base=0.5, factor=2, cap=30)
 
@@ -112,12 +68,14 @@ class Informer:
         source: ListWatchSource,
         *,
         on_event: EventHandler | None = None,
+        on_state: Callable[[bool], None] | None = None,
         watch_timeout: int = 300,
         page_size: int = 500,
         backoff: Backoff = _RETRY,
     ) -> None:
         self.source = source
         self.on_event = on_event
+        self.on_state = on_state
         self.watch_timeout = watch_timeout
         self.page_size = page_size
         self.backoff = backoff
@@ -128,6 +86,7 @@ class Informer:
         self.last_error: BaseException | None = None
         self.resource_version: str | None = None
         self.relists = 0
+        self.failures = 0
 
     def get(self, key: ObjectKey) -> Object | None:
         return self.store.get(key)
@@ -220,12 +179,17 @@ class Informer:
             self.connected = True
             self.disconnected_since = None
             self.last_error = None
+            if self.on_state is not None:
+                self.on_state(True)
 
     def _failed(self, error: BaseException) -> None:
         if self.connected or self.disconnected_since is None:
             self.disconnected_since = time.monotonic()  # the first drop, kept across failed retries
         self.connected = False
         self.last_error = error
+        self.failures += 1
+        if self.on_state is not None:
+            self.on_state(False)
         log.warning("list/watch failed", source=self.source.description, error=_describe(error))
 
     def _jittered_timeout(self) -> int:

@@ -12,7 +12,8 @@ import pytest
 from kubernetes_asyncio import client as k8s_client
 
 from multikueue.kube.client import ApiClient
-from multikueue.runtime.informer import ApiListSource, Informer, ObjectKey
+from multikueue.kube.listwatch import ApiListSource
+from multikueue.runtime.informer import Informer, ObjectKey
 from multikueue.runtime.workqueue import Backoff
 from multikueue.testing import TestBed
 from multikueue.testing.objects import PIPELINERUN, pipelinerun, running_status

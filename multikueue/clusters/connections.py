@@ -1,0 +1,241 @@
+"""One connection per worker: an API client, the informers on its origin-labelled objects, and its health.
+
+Connected means the worker's Workload watch is established. A configured kind whose CRD the worker lacks makes
+only that kind unavailable there (Kueue fails the whole worker instead, issue #3582); it is looked up again
+on later reconciles, so installing the CRD heals it without a restart.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import anyio
+import anyio.abc
+import structlog
+from anyio.abc import TaskGroup
+from kubernetes_asyncio import client as k8s_client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from multikueue.config import GroupVersionKind
+from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
+from multikueue.kube.resources import WORKLOADS, Objects, Resource
+from multikueue.runtime.informer import Informer
+
+ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
+log = structlog.get_logger(__name__)
+
+Object = dict[str, Any]
+RemoteEventHandler = Callable[[str, str, Object], None]  # (worker, event type, object)
+
+
+def retry_after(failed_attempts: int) -> float:
+    """Kueue's reconnect schedule: 5 s doubling per failed attempt, capped at 320 s."""
+    return float(5 * 2 ** (min(max(failed_attempts, 1), 7) - 1))
+
+
+def fingerprint(kubeconfig: Object) -> str:
+    return hashlib.sha256(json.dumps(kubeconfig, sort_keys=True).encode()).hexdigest()
+
+
+class KindUnavailable(Exception):
+    """The worker does not serve this kind (its CRD is missing)."""
+
+
+async def discover_resource(api: ApiClient, gvk: GroupVersionKind) -> Resource:
+    """Find the plural of ``gvk`` through discovery, as a RESTMapper would."""
+    missing = f'no matches for kind "{gvk.kind}" in version "{gvk.api_version}"'
+    try:
+        resources = await k8s_client.CustomObjectsApi(api).get_api_resources(gvk.group, gvk.version)
+    except ApiException as e:
+        if e.status == 404:
+            raise KindUnavailable(missing) from None
+        raise
+    for resource in resources.resources or []:
+        if resource.kind == gvk.kind and "/" not in resource.name:
+            return Resource(gvk.group, gvk.version, resource.name, gvk.kind, namespaced=bool(resource.namespaced))
+    raise KindUnavailable(missing)
+
+
+class ConnectionFailed(Exception):
+    pass
+
+
+class WorkerConnection:
+    def __init__(
+        self,
+        name: str,
+        kubeconfig: Object,
+        *,
+        origin: str,
+        gvks: tuple[GroupVersionKind, ...],
+        timeout: float,
+        on_state_change: Callable[[], None],
+        on_remote_event: RemoteEventHandler | None = None,
+        temp_dir: Path | None = None,
+    ) -> None:
+        self.name = name
+        self.kubeconfig = kubeconfig
+        self.fingerprint = fingerprint(kubeconfig)
+        self.origin = origin
+        self.gvks = gvks
+        self.timeout = timeout
+        self.on_state_change = on_state_change
+        self.on_remote_event = on_remote_event
+        self.temp_dir = temp_dir
+        # A new connection counts as lost since its creation, so a worker down across a controller restart
+        # still reaches the worker-lost timeout (Kueue does the same).
+        self.created_at = time.monotonic()
+        self.attempts = 0
+        self.next_attempt_at: float | None = None
+        self.last_error: str | None = None
+        self.api: ApiClient | None = None
+        self.workloads: Informer | None = None
+        self.objects: dict[GroupVersionKind, Informer] = {}
+        self.resources: dict[GroupVersionKind, Resource] = {}
+        self.kind_errors: dict[GroupVersionKind, str] = {}
+        self._scope: anyio.CancelScope | None = None
+        self._informers: TaskGroup | None = None
+
+    # ------------------------------------------------------------------------------------------ state
+
+    @property
+    def started(self) -> bool:
+        return self._scope is not None
+
+    @property
+    def connected(self) -> bool:
+        return self.workloads is not None and self.workloads.connected
+
+    @property
+    def disconnected_since(self) -> float | None:
+        """Monotonic time of the first drop of the current outage; ``None`` while connected."""
+        if self.connected:
+            return None
+        if self.workloads is not None and self.workloads.synced.is_set():
+            return self.workloads.disconnected_since
+        return self.created_at
+
+    @property
+    def selector(self) -> str:
+        return f"{ORIGIN_LABEL}={self.origin}"
+
+    def failure_message(self) -> str:
+        error = self.last_error or (
+            _describe(self.workloads.last_error) if self.workloads and self.workloads.last_error else "not connected"
+        )
+        attempts = self.attempts if not self.started else (self.workloads.failures if self.workloads else 0)
+        message = f"{error}; connection attempts: {attempts}"
+        if self.next_attempt_at is not None and not self.started:
+            wall = datetime.datetime.now(datetime.UTC) + datetime.timedelta(
+                seconds=max(0.0, self.next_attempt_at - time.monotonic())
+            )
+            message += f", next connection attempt: {wall.strftime('%Y-%m-%dT%H:%M:%SZ')}"
+        return message
+
+    # ------------------------------------------------------------------------------------- lifecycle
+
+    async def connect(self, task_group: TaskGroup) -> None:
+        """One attempt: build the client, check the server answers, start the informers. Raises ``ConnectionFailed``."""
+        timeout = aiohttp.ClientTimeout(total=self.timeout, connect=min(5.0, self.timeout))
+        api = await api_client_from_kubeconfig(self.kubeconfig, timeout=timeout, temp_dir=self.temp_dir)
+        try:
+            await k8s_client.VersionApi(api).get_code()
+        except (ApiException, aiohttp.ClientError, TimeoutError, OSError) as e:
+            await api.close()
+            self._attempt_failed(_describe(e))
+            raise ConnectionFailed(self.last_error) from None
+        self.api = api
+        self.workloads = Informer(
+            Objects(api, WORKLOADS).source(label_selector=self.selector),
+            on_event=self._event_handler(),
+            on_state=lambda _: self.on_state_change(),
+        )
+        await task_group.start(self._run)
+        assert self._informers is not None
+        self._informers.start_soon(self.workloads.run)
+        workloads = self.workloads
+        await self.refresh_kinds()
+        with anyio.move_on_after(self.timeout):
+            await workloads.synced.wait()
+        if not workloads.synced.is_set():
+            error = _describe(workloads.last_error) if workloads.last_error else "Workloads not listed in time"
+            await self.close()
+            self._attempt_failed(error)
+            raise ConnectionFailed(self.last_error)
+        self.attempts = 0
+        self.next_attempt_at = None
+        self.last_error = None
+
+    async def _run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Own this connection's informers in one task group, cancelled as a whole by ``close``."""
+        with anyio.CancelScope() as scope:
+            self._scope = scope
+            async with anyio.create_task_group() as informers:
+                self._informers = informers
+                task_status.started()
+                await anyio.sleep_forever()
+        self._informers = None
+
+    async def refresh_kinds(self) -> None:
+        """Start an informer for each configured kind the worker serves; record the ones it does not."""
+        assert self.api is not None
+        assert self._informers is not None
+        for gvk in self.gvks:
+            if gvk in self.objects:
+                continue
+            try:
+                resource = await discover_resource(self.api, gvk)
+            except KindUnavailable as e:
+                if self.kind_errors.get(gvk) != str(e):
+                    log.warning("kind unavailable on worker", cluster=self.name, kind=str(gvk), error=str(e))
+                self.kind_errors[gvk] = str(e)
+                continue
+            except (ApiException, aiohttp.ClientError, TimeoutError, OSError) as e:
+                self.kind_errors[gvk] = _describe(e)
+                continue
+            self.kind_errors.pop(gvk, None)
+            self.resources[gvk] = resource
+            informer = Informer(Objects(self.api, resource).source(label_selector=self.selector),
+                                on_event=self._event_handler())  # fmt: skip
+            self.objects[gvk] = informer
+
+            self._informers.start_soon(informer.run)
+
+    async def close(self) -> None:
+        if self._scope is not None:
+            self._scope.cancel()
+            self._scope = None
+        if self.api is not None:
+            await self.api.close()
+            self.api = None
+        self.workloads = None
+        self.objects.clear()
+        self.resources.clear()
+
+    # ------------------------------------------------------------------------------------- internals
+
+    def _attempt_failed(self, error: str) -> None:
+        self.attempts += 1
+        self.last_error = error
+        self.next_attempt_at = time.monotonic() + retry_after(self.attempts)
+
+    def _event_handler(self) -> Callable[[str, Object], None]:
+        def handle(kind: str, obj: Object) -> None:
+            if self.on_remote_event is not None:
+                self.on_remote_event(self.name, kind, obj)
+
+        return handle
+
+
+def _describe(error: BaseException) -> str:
+    if isinstance(error, ApiException):
+        return f"HTTP {error.status}: {error.reason}"
+    text = str(error)
+    return f"{type(error).__name__}: {text}" if text else type(error).__name__

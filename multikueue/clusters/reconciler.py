@@ -1,0 +1,180 @@
+"""MultiKueueCluster → a live worker connection and its ``Active`` condition (Kueue's clustersReconciler).
+
+Triggers: the MultiKueueCluster itself, its kubeconfig Secret (rotation needs no restart), and the
+connection's own health changes.
+"""
+
+from __future__ import annotations
+
+import base64
+import time
+from pathlib import Path
+from typing import Any
+
+import structlog
+from anyio.abc import TaskGroup
+
+from multikueue.clusters.connections import ConnectionFailed, WorkerConnection, fingerprint, retry_after
+from multikueue.clusters.kubeconfig import BAD_KUBECONFIG, KubeconfigRejected, validate_kubeconfig
+from multikueue.config import Configuration
+from multikueue.kube import conditions
+from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, Objects
+from multikueue.runtime.controller import Result
+from multikueue.runtime.informer import Informer, ObjectKey
+
+ACTIVE = "Active"
+SECRET_KEY = "kubeconfig"
+KIND_RETRY_SECONDS = 30.0
+log = structlog.get_logger(__name__)
+Object = dict[str, Any]
+
+
+def kubeconfig_secret_name(cluster: Object) -> str | None:
+    source = (cluster.get("spec") or {}).get("clusterSource") or {}
+    ref = source.get("kubeConfig") or {}
+    if ref.get("locationType", "Secret") == "Secret":
+        location = ref.get("location")
+        return str(location) if location else None
+    return None
+
+
+class ClusterReconciler:
+    def __init__(
+        self,
+        config: Configuration,
+        manager: Objects,
+        clusters: Informer,
+        secrets: Informer,
+        task_group: TaskGroup,
+        *,
+        on_connection_change: Any,
+        on_remote_event: Any = None,
+        temp_dir: Path | None = None,
+    ) -> None:
+        assert manager.resource == MULTIKUEUE_CLUSTERS
+        self.config = config
+        self.manager = manager
+        self.clusters = clusters
+        self.secrets = secrets
+        self.task_group = task_group
+        self.on_connection_change = on_connection_change
+        self.on_remote_event = on_remote_event
+        self.temp_dir = temp_dir
+        self.connections: dict[str, WorkerConnection] = {}
+
+    def clusters_using_secret(self, secret_name: str) -> list[str]:
+        return [c["metadata"]["name"] for c in self.clusters.items() if kubeconfig_secret_name(c) == secret_name]
+
+    async def reconcile(self, name: str) -> Result:
+        cluster = self.clusters.get(ObjectKey("", name))
+        if cluster is None or cluster["metadata"].get("deletionTimestamp"):
+            await self.drop(name)
+            return Result()
+        try:
+            kubeconfig = self._load_kubeconfig(cluster)
+        except KubeconfigRejected as e:
+            await self.drop(name)
+            await self._set_active(cluster, False, e.reason, f"load client config failed: {e}")
+            return Result()  # the Secret's watch triggers the next attempt
+
+        connection = self.connections.get(name)
+        if connection is not None and connection.fingerprint != fingerprint(kubeconfig):
+            log.info("kubeconfig changed, reconnecting", cluster=name)
+            await self.drop(name)
+            connection = None
+        if connection is None:
+            connection = WorkerConnection(
+                name,
+                kubeconfig,
+                origin=self.config.multi_kueue.origin,
+                gvks=self.config.multi_kueue.gvks,
+                timeout=self.config.dispatcher.worker_client.timeout,
+                on_state_change=lambda: self.on_connection_change(name),
+                on_remote_event=self.on_remote_event,
+                temp_dir=self.temp_dir,
+            )
+            self.connections[name] = connection
+
+        if not connection.started:
+            if connection.next_attempt_at is not None and time.monotonic() < connection.next_attempt_at:
+                return Result(requeue_after=connection.next_attempt_at - time.monotonic())
+            try:
+                await connection.connect(self.task_group)
+            except ConnectionFailed:
+                await self._set_active(cluster, False, "ClientConnectionFailed", connection.failure_message())
+                return Result(requeue_after=retry_after(connection.attempts))
+            self.on_connection_change(name)
+
+        if not connection.connected:
+            await self._set_active(cluster, False, "ClientConnectionFailed", connection.failure_message())
+            return Result()  # the informers retry by themselves and report back when connected
+        if connection.kind_errors:
+            await connection.refresh_kinds()
+        message = "Connected"
+        if connection.kind_errors:
+            unavailable = "; ".join(
+                f"{gvk.kind}.{gvk.version}.{gvk.group}: {e}" for gvk, e in connection.kind_errors.items()
+            )
+            message = f"Connected; unavailable kinds: {unavailable}"
+        await self._set_active(cluster, True, "Active", message)
+        return Result(requeue_after=KIND_RETRY_SECONDS if connection.kind_errors else None)
+
+    async def drop(self, name: str) -> None:
+        connection = self.connections.pop(name, None)
+        if connection is not None:
+            await connection.close()
+            self.on_connection_change(name)
+
+    async def close(self) -> None:
+        for name in list(self.connections):
+            await self.drop(name)
+
+    # ------------------------------------------------------------------------------------- internals
+
+    def _load_kubeconfig(self, cluster: Object) -> Object:
+        source = (cluster.get("spec") or {}).get("clusterSource") or {}
+        if source.get("clusterProfileRef"):
+            raise KubeconfigRejected(
+                "BadClusterProfile", "ClusterProfile references are not supported by this controller"
+            )
+        ref = source.get("kubeConfig") or {}
+        if ref.get("locationType", "Secret") != "Secret":
+            raise KubeconfigRejected(
+                BAD_KUBECONFIG,
+                f"locationType {ref.get('locationType')!r} is not supported by this controller, use Secret",
+            )
+        secret_name = ref.get("location", "")
+        namespace = self.config.dispatcher.namespace
+        secret = self.secrets.get(ObjectKey(namespace, secret_name))
+        if secret is None:
+            raise KubeconfigRejected(BAD_KUBECONFIG, f'Secret "{secret_name}" not found')
+        data = (secret.get("data") or {}).get(SECRET_KEY)
+        if not data:
+            raise KubeconfigRejected(BAD_KUBECONFIG, f'key "{SECRET_KEY}" not found in secret "{secret_name}"')
+        try:
+            raw = base64.b64decode(data)
+        except ValueError as e:
+            raise KubeconfigRejected(BAD_KUBECONFIG, f'key "{SECRET_KEY}" in secret "{secret_name}": {e}') from None
+        return validate_kubeconfig(raw)
+
+    async def _set_active(self, cluster: Object, active: bool, reason: str, message: str) -> None:
+        new = {
+            "type": ACTIVE,
+            "status": "True" if active else "False",
+            "reason": reason,
+            "message": message,
+            "observedGeneration": cluster["metadata"].get("generation"),
+        }
+        current = (cluster.get("status") or {}).get("conditions") or []
+        if conditions.same_state(conditions.find(current, ACTIVE), new):
+            return
+        updated = conditions.set_condition(current, new)
+        patch = {
+            "metadata": {"resourceVersion": cluster["metadata"]["resourceVersion"]},
+            "status": {"conditions": updated},
+        }
+        result = await self.manager.patch_status(cluster["metadata"]["name"], patch)
+        self.clusters.store[ObjectKey("", cluster["metadata"]["name"])] = result  # read-your-writes for the next pass
+        log.info(
+            "cluster condition", cluster=cluster["metadata"]["name"], active=active, reason=reason, message=message
+        )

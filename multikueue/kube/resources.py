@@ -1,0 +1,129 @@
+"""Addresses of the resources this controller reads and writes, and a thin typed wrapper over them.
+
+Objects travel as plain dicts (what the API returns for custom resources): the domain code never sees the
+client library's model classes.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from typing import Any
+
+from kubernetes_asyncio import client as k8s_client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from multikueue.kube.client import ApiClient
+from multikueue.kube.listwatch import ApiListSource
+
+Object = dict[str, Any]
+MERGE_PATCH = "application/merge-patch+json"
+
+
+@dataclass(frozen=True)
+class Resource:
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def __str__(self) -> str:
+        return f"{self.plural}.{self.group}/{self.version}" if self.group else f"{self.plural}/{self.version}"
+
+
+KUEUE = "kueue.x-k8s.io"
+WORKLOADS = Resource(KUEUE, "v1beta2", "workloads", "Workload")
+ADMISSION_CHECKS = Resource(KUEUE, "v1beta2", "admissionchecks", "AdmissionCheck", namespaced=False)
+MULTIKUEUE_CLUSTERS = Resource(KUEUE, "v1beta2", "multikueueclusters", "MultiKueueCluster", namespaced=False)
+MULTIKUEUE_CONFIGS = Resource(KUEUE, "v1beta2", "multikueueconfigs", "MultiKueueConfig", namespaced=False)
+
+
+class Objects:
+    """CRUD on one resource of one cluster. ``get``/``delete`` treat 404 as an answer, not an error."""
+
+    def __init__(self, api: ApiClient, resource: Resource) -> None:
+        self.api = api
+        self.resource = resource
+        # Typed as Any on purpose: this is the one boundary with CustomObjectsApi, whose stubs lack
+        # `_content_type` (needed for merge patches) and want model classes where dicts are the documented use.
+        self._co: Any = k8s_client.CustomObjectsApi(api)
+
+    def _address(self, namespace: str | None) -> tuple[str, ...]:
+        r = self.resource
+        if r.namespaced:
+            if not namespace:
+                raise ValueError(f"{r} is namespaced: a namespace is required")
+            return (r.group, r.version, namespace, r.plural)
+        return (r.group, r.version, r.plural)
+
+    async def get(self, name: str, namespace: str | None = None) -> Object | None:
+        method = (
+            self._co.get_namespaced_custom_object if self.resource.namespaced else self._co.get_cluster_custom_object
+        )
+        try:
+            result: Object = await method(*self._address(namespace), name)
+        except ApiException as e:
+            if e.status == 404:
+                return None
+            raise
+        return result
+
+    async def create(self, body: Object, namespace: str | None = None) -> Object:
+        method = (
+            self._co.create_namespaced_custom_object
+            if self.resource.namespaced
+            else self._co.create_cluster_custom_object
+        )
+        result: Object = await method(*self._address(namespace), body)
+        return result
+
+    async def delete(self, name: str, namespace: str | None = None, *, propagation: str = "Background") -> bool:
+        method = (
+            self._co.delete_namespaced_custom_object
+            if self.resource.namespaced
+            else self._co.delete_cluster_custom_object
+        )
+        try:
+            await method(*self._address(namespace), name, propagation_policy=propagation)
+        except ApiException as e:
+            if e.status == 404:
+                return False
+            raise
+        return True
+
+    async def patch(self, name: str, patch: Object, namespace: str | None = None) -> Object:
+        """A JSON merge patch (RFC 7386: ``None`` deletes a key, lists are replaced whole)."""
+        method = (
+            self._co.patch_namespaced_custom_object
+            if self.resource.namespaced
+            else self._co.patch_cluster_custom_object
+        )
+        result: Object = await method(*self._address(namespace), name, patch, _content_type=MERGE_PATCH)
+        return result
+
+    async def patch_status(self, name: str, patch: Object, namespace: str | None = None) -> Object:
+        """A JSON merge patch on the ``/status`` subresource."""
+        method = (
+            self._co.patch_namespaced_custom_object_status
+            if self.resource.namespaced
+            else self._co.patch_cluster_custom_object_status
+        )
+        result: Object = await method(*self._address(namespace), name, patch, _content_type=MERGE_PATCH)
+        return result
+
+    def source(self, *, namespace: str | None = None, label_selector: str | None = None) -> ApiListSource:
+        """A list+watch source for an informer (all namespaces unless ``namespace``)."""
+        r = self.resource
+        filters = {"label_selector": label_selector} if label_selector else {}
+        where = f"namespace {namespace}" if namespace else "all namespaces"
+        if namespace:
+            method = functools.partial(self._co.list_namespaced_custom_object, r.group, r.version, namespace, r.plural)
+        else:
+            method = functools.partial(self._co.list_cluster_custom_object, r.group, r.version, r.plural)
+        selector = f" with {label_selector}" if label_selector else ""
+        return ApiListSource(method, description=f"{r} in {where}{selector}", **filters)

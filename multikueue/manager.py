@@ -1,0 +1,114 @@
+"""Process wiring on the manager cluster: informers, reconcilers and controllers, run in one task group."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import structlog
+from kubernetes_asyncio import client as k8s_client
+
+from multikueue.clusters.admissioncheck import AdmissionCheckReconciler
+from multikueue.clusters.reconciler import ClusterReconciler
+from multikueue.config import ConfigError, Configuration, parse_configuration
+from multikueue.kube.client import ApiClient
+from multikueue.kube.listwatch import ApiListSource
+from multikueue.kube.resources import ADMISSION_CHECKS, MULTIKUEUE_CLUSTERS, MULTIKUEUE_CONFIGS, Objects
+from multikueue.runtime.controller import Controller
+from multikueue.runtime.informer import Informer
+
+log = structlog.get_logger(__name__)
+Object = dict[str, Any]
+
+
+async def load_configuration(api: ApiClient, namespace: str, name: str, key: str) -> Configuration:
+    """Read the configuration from a ConfigMap; ``ConfigError`` names the ConfigMap, field and value."""
+    source = f"ConfigMap {namespace}/{name} key {key}"
+    try:
+        config_map = await k8s_client.CoreV1Api(api).read_namespaced_config_map(name, namespace)
+    except k8s_client.ApiException as e:
+        raise ConfigError(source, [f"cannot read the ConfigMap: HTTP {e.status} {e.reason}"]) from None
+    data = config_map.data or {}
+    if key not in data:
+        raise ConfigError(source, [f"no key {key!r} in the ConfigMap (it has: {', '.join(sorted(data)) or 'none'})"])
+    return parse_configuration(data[key], source=source)
+
+
+class Manager:
+    def __init__(self, api: ApiClient, config: Configuration, *, temp_dir: Path | None = None) -> None:
+        self.api = api
+        self.config = config
+        self.temp_dir = temp_dir
+        self.started = anyio.Event()
+        self.cluster_reconciler: ClusterReconciler | None = None
+
+    async def run(self) -> None:
+        api, config = self.api, self.config
+        clusters_api = Objects(api, MULTIKUEUE_CLUSTERS)
+        checks_api = Objects(api, ADMISSION_CHECKS)
+        cluster_controller: Controller[str] = Controller("multikueue_cluster", self._reconcile_cluster)
+        check_controller: Controller[str] = Controller("multikueue_admissioncheck", self._reconcile_check)
+
+        def all_checks(*_: Any) -> None:
+            if self.check_reconciler is not None:
+                for name in self.check_reconciler.ours():
+                    check_controller.enqueue(name)
+
+        def on_cluster(kind: str, obj: Object) -> None:
+            cluster_controller.enqueue(obj["metadata"]["name"])
+            all_checks()
+
+        def on_secret(kind: str, obj: Object) -> None:
+            if self.cluster_reconciler is not None:
+                for name in self.cluster_reconciler.clusters_using_secret(obj["metadata"]["name"]):
+                    cluster_controller.enqueue(name)
+
+        clusters = Informer(clusters_api.source(), on_event=on_cluster)
+        checks = Informer(checks_api.source(), on_event=lambda _, o: check_controller.enqueue(o["metadata"]["name"]))
+        configs = Informer(Objects(api, MULTIKUEUE_CONFIGS).source(), on_event=all_checks)
+        secrets = Informer(
+            ApiListSource(
+                k8s_client.CoreV1Api(api).list_namespaced_secret,
+                config.dispatcher.namespace,
+                description=f"secrets in {config.dispatcher.namespace}",
+            ),
+            on_event=on_secret,
+        )
+        self.check_reconciler: AdmissionCheckReconciler | None = AdmissionCheckReconciler(
+            config.dispatcher.controller_name, checks_api, checks, configs, clusters
+        )
+        informers = (clusters, checks, configs, secrets)
+        try:
+            async with anyio.create_task_group() as tg:
+                self.cluster_reconciler = ClusterReconciler(
+                    config,
+                    clusters_api,
+                    clusters,
+                    secrets,
+                    tg,
+                    on_connection_change=cluster_controller.enqueue,
+                    temp_dir=self.temp_dir,
+                )
+                for informer in informers:
+                    tg.start_soon(informer.run)
+                for informer in informers:
+                    await informer.synced.wait()
+                tg.start_soon(cluster_controller.run)
+                tg.start_soon(check_controller.run)
+                log.info("manager started", controller_name=config.dispatcher.controller_name,
+                         kinds=[str(g) for g in config.multi_kueue.gvks])  # fmt: skip
+                self.started.set()
+                await anyio.sleep_forever()
+        finally:
+            with anyio.CancelScope(shield=True):
+                if self.cluster_reconciler is not None:
+                    await self.cluster_reconciler.close()
+
+    async def _reconcile_cluster(self, name: str) -> Any:
+        assert self.cluster_reconciler is not None
+        return await self.cluster_reconciler.reconcile(name)
+
+    async def _reconcile_check(self, name: str) -> Any:
+        assert self.check_reconciler is not None
+        return await self.check_reconciler.reconcile(name)

@@ -1,0 +1,244 @@
+"""Worker connections through MultiKueueCluster + kubeconfig Secrets, and the Active conditions Kueue shows."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import yaml
+from kubernetes_asyncio import client as k8s_client
+
+from multikueue.config import Configuration, parse_configuration
+from multikueue.kube.client import ApiClient
+from multikueue.kube.resources import ADMISSION_CHECKS, MULTIKUEUE_CLUSTERS, MULTIKUEUE_CONFIGS, Objects
+from multikueue.manager import Manager
+from multikueue.testing import TestBed
+from multikueue.testing.waiting import eventually
+
+CONTROLLER = "multikueue.x-k8s.io/external-dispatcher"
+
+
+class Harness:
+    def __init__(self, bed: TestBed, api: ApiClient, namespace: str) -> None:
+        self.bed = bed
+        self.api = api
+        self.namespace = namespace
+        self.clusters = Objects(api, MULTIKUEUE_CLUSTERS)
+        self.checks = Objects(api, ADMISSION_CHECKS)
+        self.configs = Objects(api, MULTIKUEUE_CONFIGS)
+        self.core = k8s_client.CoreV1Api(api)
+        self.manager: Manager | None = None
+
+    def name(self, short: str) -> str:
+        return f"{self.namespace}-{short}"  # cluster-scoped objects: unique per test
+
+    async def put_secret(self, short: str, kubeconfig: dict[str, Any] | str) -> None:
+        text = kubeconfig if isinstance(kubeconfig, str) else yaml.safe_dump(kubeconfig)
+        body = {"metadata": {"name": short}, "data": {"kubeconfig": base64.b64encode(text.encode()).decode()}}
+        try:
+            await self.core.create_namespaced_secret(self.namespace, body)
+        except k8s_client.ApiException as e:
+            if e.status != 409:
+                raise
+            await self.core.replace_namespaced_secret(short, self.namespace, body)
+
+    async def add_cluster(self, short: str, secret: str) -> None:
+        await self.clusters.create({
+            "apiVersion": "kueue.x-k8s.io/v1beta2",
+            "kind": "MultiKueueCluster",
+            "metadata": {"name": self.name(short)},
+            "spec": {"clusterSource": {"kubeConfig": {"location": secret, "locationType": "Secret"}}},
+        })  # fmt: skip
+
+    async def active(self, short: str, **expected: str) -> dict[str, Any]:
+        """Wait until the cluster's Active condition has ``expected`` fields (message: a prefix)."""
+        return await self._condition(self.clusters, self.name(short), expected)
+
+    async def check_active(self, short: str, **expected: str) -> dict[str, Any]:
+        return await self._condition(self.checks, self.name(short), expected)
+
+    async def _condition(self, objects: Objects, name: str, expected: dict[str, str]) -> dict[str, Any]:
+        def matches(obj: dict[str, Any] | None) -> bool:
+            found = next(
+                (c for c in ((obj or {}).get("status") or {}).get("conditions") or [] if c["type"] == "Active"), None
+            )
+            if found is None:
+                return False
+            return all(
+                str(found.get(k, "")).startswith(v) if k == "message" else found.get(k) == v
+                for k, v in expected.items()
+            )
+
+        obj = await eventually(lambda: objects.get(name), until=matches, timeout=60, what=f"{name} Active {expected}")
+        assert obj is not None
+        return next(c for c in obj["status"]["conditions"] if c["type"] == "Active")
+
+
+@pytest.fixture
+async def harness(
+    testbed: TestBed, manager_api: ApiClient, namespace: str, tmp_path: Path
+) -> AsyncIterator[Callable[..., Any]]:
+    """Start the controller in-process with its Secret namespace set to this test's namespace."""
+    h = Harness(testbed, manager_api, namespace)
+    async with anyio.create_task_group() as tg:
+
+        async def start(extra: str = "") -> Harness:
+            config: Configuration = parse_configuration(
+                f"dispatcher: {{namespace: {namespace}, workerClient: {{timeout: 3s}}}}\n{extra}"
+            )
+            h.manager = Manager(manager_api, config, temp_dir=tmp_path / "certs")
+            tg.start_soon(h.manager.run)
+            with anyio.fail_after(30):
+                await h.manager.started.wait()
+            return h
+
+        yield start
+        tg.cancel_scope.cancel()
+
+
+async def test_a_reachable_worker_becomes_active(testbed: TestBed, harness: Any) -> None:
+    h = await harness()
+    await h.put_secret("w1", testbed.cluster("worker1").kubeconfig)
+    await h.add_cluster("worker1", "w1")
+    condition = await h.active("worker1", status="True", reason="Active", message="Connected")
+    assert condition["message"] == "Connected"
+    assert condition["observedGeneration"] == 1
+
+
+async def test_a_missing_secret_is_reported_and_its_creation_connects(testbed: TestBed, harness: Any) -> None:
+    h = await harness()
+    await h.add_cluster("worker1", "late")
+    condition = await h.active("worker1", status="False", reason="BadKubeConfig")
+    assert condition["message"] == 'load client config failed: Secret "late" not found'
+
+    await h.put_secret("late", "apiVersion: v1\nkind: Config\n")
+    await h.active("worker1", status="False", reason="BadKubeConfig",
+                   message="load client config failed: invalid configuration")  # fmt: skip
+    await h.put_secret("late", testbed.cluster("worker1").kubeconfig)
+    await h.active("worker1", status="True", reason="Active")
+
+
+def _insecure(
+    kubeconfig: dict[str, Any], *, cluster: dict[str, Any] | None = None, user: dict[str, Any] | None = None
+) -> Any:
+    doc = yaml.safe_load(yaml.safe_dump(kubeconfig))
+    doc["clusters"][0]["cluster"].update(cluster or {})
+    if user is not None:
+        doc["users"][0]["user"] = user
+    return doc
+
+
+@pytest.mark.parametrize(
+    ("cluster", "user", "message"),
+    [
+        (None, {"tokenFile": "/var/run/secrets/token"}, "tokenFile is not allowed"),
+        ({"insecure-skip-tls-verify": True}, None, "insecure TLS verification is not allowed for cluster"),
+        ({"certificate-authority": "/etc/ca.crt"}, None, "certificate-authority file paths are not allowed"),
+        (None, {"exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": "/bin/true"}},
+         "exec plugins are not allowed"),
+        (None, {"username": "admin", "password": "admin"}, "basic auth is not allowed"),
+    ],
+)  # fmt: skip
+async def test_insecure_kubeconfigs_are_refused(
+    testbed: TestBed, harness: Any, cluster: dict[str, Any] | None, user: dict[str, Any] | None, message: str
+) -> None:
+    h = await harness()
+    await h.put_secret("bad", _insecure(testbed.cluster("worker1").kubeconfig, cluster=cluster, user=user))
+    await h.add_cluster("worker1", "bad")
+    await h.active(
+        "worker1", status="False", reason="InsecureKubeConfig", message=f"load client config failed: {message}"
+    )
+
+
+async def test_a_rotated_secret_is_picked_up_without_a_restart(testbed: TestBed, harness: Any) -> None:
+    h = await harness()
+    good = testbed.cluster("worker1").kubeconfig
+    await h.put_secret("w1", good)
+    await h.add_cluster("worker1", "w1")
+    await h.active("worker1", status="True")
+
+    broken = _insecure(good, cluster={"server": "https://127.0.0.1:1"})  # nothing listens there
+    await h.put_secret("w1", broken)
+    condition = await h.active("worker1", status="False", reason="ClientConnectionFailed")
+    assert "connection attempts: 1, next connection attempt: " in condition["message"]
+
+    await h.put_secret("w1", good)
+    await h.active("worker1", status="True", reason="Active", message="Connected")
+
+
+async def test_a_lost_worker_goes_inactive_and_comes_back(testbed: TestBed, harness: Any) -> None:
+    h = await harness()
+    await h.put_secret("w2", testbed.cluster("worker2").kubeconfig)
+    await h.add_cluster("worker2", "w2")
+    await h.active("worker2", status="True")
+    testbed.stop_apiserver("worker2", kill=True)
+    try:
+        await h.active("worker2", status="False", reason="ClientConnectionFailed")
+    finally:
+        testbed.start_apiserver("worker2")
+    await h.active("worker2", status="True", reason="Active", message="Connected")
+
+
+async def test_a_kind_missing_on_one_worker_leaves_the_worker_usable(testbed: TestBed, harness: Any) -> None:
+    h = await harness(
+        "multiKueue: {externalFrameworks: [{name: PipelineRun.v1.tekton.dev}, {name: Missing.v1.example.com}]}"
+    )
+    await h.put_secret("w1", testbed.cluster("worker1").kubeconfig)
+    await h.add_cluster("worker1", "w1")
+    condition = await h.active("worker1", status="True", reason="Active")
+    assert condition["message"] == (
+        "Connected; unavailable kinds: Missing.v1.example.com: "
+        'no matches for kind "Missing" in version "example.com/v1"'
+    )
+    connection = h.manager.cluster_reconciler.connections[h.name("worker1")]
+    assert [g.kind for g in connection.objects] == ["PipelineRun"]
+
+
+async def test_admission_check_active_follows_its_clusters(testbed: TestBed, harness: Any) -> None:
+    h = await harness()
+    await h.checks.create({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": h.name("ac")},
+        "spec": {"controllerName": CONTROLLER,
+                 "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": h.name("config")}},
+    })  # fmt: skip
+    condition = await h.check_active("ac", status="False", reason="BadConfig")
+    assert condition["message"] == (
+        f'Cannot load the AdmissionChecks parameters: multikueueconfigs.kueue.x-k8s.io "{h.name("config")}" not found'
+    )
+
+    await h.configs.create({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueConfig", "metadata": {"name": h.name("config")},
+        "spec": {"clusters": [h.name("worker1"), h.name("worker2")]},
+    })  # fmt: skip
+    condition = await h.check_active("ac", status="False", reason="NoUsableClusters")
+    assert condition["message"] == f"Missing clusters: [{h.name('worker1')} {h.name('worker2')}]"
+
+    await h.put_secret("w1", testbed.cluster("worker1").kubeconfig)
+    await h.add_cluster("worker1", "w1")
+    await h.add_cluster("worker2", "nowhere")
+    condition = await h.check_active("ac", status="True", reason="SomeActiveClusters")
+    assert condition["message"] == f"Inactive clusters: [{h.name('worker2')}]"
+
+    await h.put_secret("nowhere", testbed.cluster("worker2").kubeconfig)
+    condition = await h.check_active("ac", status="True", reason="Active")
+    assert condition["message"] == "The admission check is active"
+
+
+async def test_admission_checks_of_other_controllers_are_left_alone(harness: Any) -> None:
+    h = await harness()
+    await h.checks.create({
+        "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": h.name("kueues")},
+        "spec": {"controllerName": "kueue.x-k8s.io/multikueue",
+                 "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": "x"}},
+    })  # fmt: skip
+    ours = h.name("ours")
+    await h.checks.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "AdmissionCheck", "metadata": {"name": ours},
+                           "spec": {"controllerName": CONTROLLER}})  # fmt: skip
+    await h.check_active("ours", status="False", reason="BadConfig")  # ours was processed after theirs was seen
+    theirs = await h.checks.get(h.name("kueues"))
+    assert theirs is not None
+    assert "conditions" not in (theirs.get("status") or {})
