@@ -20,6 +20,17 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"multikueue {__version__}")
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
+    run = commands.add_parser("run", help="run the dispatcher against a manager cluster")
+    run.add_argument("--kubeconfig", help="kubeconfig of the manager cluster (default: in-cluster, else $KUBECONFIG)")
+    run.add_argument("--context", help="context in --kubeconfig")
+    source = run.add_mutually_exclusive_group()
+    source.add_argument("--config-file", help="read the configuration from this file instead of a ConfigMap")
+    run.add_argument("--config-namespace", default="multikueue-system", help="namespace of the ConfigMap")
+    run.add_argument("--config-name", default="multikueue-config", help="name of the ConfigMap")
+    run.add_argument("--config-key", default="controller_manager_config.yaml", help="key in the ConfigMap")
+    run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
+    run.add_argument("--log-format", default="auto", choices=["auto", "json", "console"])
+
     testbed = commands.add_parser("testbed", help="the local three-cluster Kubernetes test bed")
     testbed_commands = testbed.add_subparsers(dest="testbed_command", metavar="ACTION", required=True)
     up = testbed_commands.add_parser(
@@ -81,10 +92,71 @@ def _testbed_up(once: bool, install: bool) -> int:
     return 0
 
 
+def _run(args: argparse.Namespace) -> int:
+    import os
+    from pathlib import Path
+
+    import anyio
+    import yaml
+    from kubernetes_asyncio.config.config_exception import ConfigException
+
+    from multikueue import logs
+    from multikueue.config import ConfigError, parse_configuration
+    from multikueue.kube.client import ApiClient, api_client_from_kubeconfig, in_cluster_api_client
+    from multikueue.manager import Manager, load_configuration
+
+    logs.configure(level=args.log_level, json=None if args.log_format == "auto" else args.log_format == "json")
+
+    # Files are read before the event loop starts: errors surface at once, and no async code blocks on disk.
+    config = None
+    if args.config_file:
+        path = Path(args.config_file)
+        try:
+            config = parse_configuration(path.read_text(), source=f"file {path}")
+        except (OSError, ConfigError) as e:
+            print(f"multikueue: {e}", file=sys.stderr)
+            return 2
+    kubeconfig_path = args.kubeconfig or os.environ.get("KUBECONFIG")
+    kubeconfig = None
+    if kubeconfig_path:
+        try:
+            kubeconfig = yaml.safe_load(Path(kubeconfig_path).read_text())
+            if not isinstance(kubeconfig, dict):
+                raise ValueError("not a kubeconfig document")
+        except (OSError, yaml.YAMLError, ValueError) as e:
+            print(f"multikueue: cannot read the manager kubeconfig {kubeconfig_path}: {e}", file=sys.stderr)
+            return 2
+
+    async def main() -> int:
+        nonlocal config
+        try:
+            api: ApiClient = (
+                await api_client_from_kubeconfig(kubeconfig, context=args.context)
+                if kubeconfig is not None
+                else await in_cluster_api_client()
+            )
+        except ConfigException as e:
+            print(f"multikueue: cannot use the manager kubeconfig: {e}", file=sys.stderr)
+            return 2
+        async with api:
+            if config is None:
+                try:
+                    config = await load_configuration(api, args.config_namespace, args.config_name, args.config_key)
+                except ConfigError as e:
+                    print(f"multikueue: {e}", file=sys.stderr)
+                    return 2
+            await Manager(api, config).run()
+        return 0
+
+    return anyio.run(main)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
+        if args.command == "run":
+            return _run(args)
         if args.command == "testbed" and args.testbed_command == "up":
             return _testbed_up(args.once, not args.no_crds)
         if args.command == "testbed" and args.testbed_command == "binaries":

@@ -13,6 +13,7 @@ from typing import Any
 import aiohttp
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio.config import kube_config
+from kubernetes_asyncio.config.incluster_config import InClusterConfigLoader
 
 DEFAULT_TIMEOUT = aiohttp.ClientTimeout(total=30, connect=5, sock_connect=5)
 """Total and connect bounds for a request that sets none (watches set their own)."""
@@ -81,4 +82,14 @@ async def api_client_from_kubeconfig(
         client_configuration=configuration,
         temp_file_path=str(temp_dir) if temp_dir else None,
     )
+    return ApiClient(configuration, timeout=timeout)
+
+
+async def in_cluster_api_client(*, timeout: Timeout = DEFAULT_TIMEOUT) -> ApiClient:
+    """A client from the pod's service account (what the manager-cluster Deployment uses)."""
+    configuration = k8s_client.Configuration()
+    InClusterConfigLoader(
+        token_filename="/var/run/secrets/kubernetes.io/serviceaccount/token",
+        cert_filename="/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
+    ).load_and_set(configuration)
     return ApiClient(configuration, timeout=timeout)
