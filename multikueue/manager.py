@@ -10,13 +10,16 @@ import structlog
 from kubernetes_asyncio import client as k8s_client
 
 from multikueue.clusters.admissioncheck import AdmissionCheckReconciler
+from multikueue.clusters.connections import KindUnavailable, discover_resource
 from multikueue.clusters.reconciler import ClusterReconciler
 from multikueue.config import ConfigError, Configuration, parse_configuration
+from multikueue.dispatch.adapter import PREBUILT_WORKLOAD
+from multikueue.dispatch.reconciler import WorkloadReconciler
 from multikueue.kube.client import ApiClient
 from multikueue.kube.listwatch import ApiListSource
-from multikueue.kube.resources import ADMISSION_CHECKS, MULTIKUEUE_CLUSTERS, MULTIKUEUE_CONFIGS, Objects
+from multikueue.kube.resources import ADMISSION_CHECKS, MULTIKUEUE_CLUSTERS, MULTIKUEUE_CONFIGS, WORKLOADS, Objects
 from multikueue.runtime.controller import Controller
-from multikueue.runtime.informer import Informer
+from multikueue.runtime.informer import DELETED, Informer, ObjectKey
 
 log = structlog.get_logger(__name__)
 Object = dict[str, Any]
@@ -42,12 +45,38 @@ class Manager:
         self.temp_dir = temp_dir
         self.started = anyio.Event()
         self.cluster_reconciler: ClusterReconciler | None = None
+        self.workload_reconciler: WorkloadReconciler | None = None
 
     async def run(self) -> None:
         api, config = self.api, self.config
         clusters_api = Objects(api, MULTIKUEUE_CLUSTERS)
         checks_api = Objects(api, ADMISSION_CHECKS)
         cluster_controller: Controller[str] = Controller("multikueue_cluster", self._reconcile_cluster)
+        workload_controller: Controller[ObjectKey] = Controller(
+            "multikueue_workload", self._reconcile_workload, concurrency=config.dispatcher.concurrency
+        )
+        self.workload_controller = workload_controller
+        batch = config.dispatcher.events_batch_period
+
+        def on_workload(kind: str, obj: Object) -> None:
+            if kind == DELETED and self.workload_reconciler is not None:
+                self.workload_reconciler.forget_deleted(obj)
+            workload_controller.enqueue(ObjectKey.of(obj))
+
+        def on_remote(cluster: str, kind: str, obj: Object) -> None:
+            # A worker Workload maps to the manager Workload of the same name; a worker object to the Workload
+            # named by its prebuilt-workload annotation. Bursts coalesce over the batch period.
+            meta = obj["metadata"]
+            if obj.get("kind") == "Workload" or "kueue.x-k8s.io/" in str(obj.get("apiVersion", "")):
+                name = meta["name"]
+            else:
+                name = (meta.get("annotations") or {}).get(PREBUILT_WORKLOAD) or (meta.get("labels") or {}).get(
+                    PREBUILT_WORKLOAD
+                )
+                if not name:
+                    return
+            workload_controller.queue.add_after(ObjectKey(meta.get("namespace", ""), name), batch)
+
         check_controller: Controller[str] = Controller("multikueue_admissioncheck", self._reconcile_check)
 
         def all_checks(*_: Any) -> None:
@@ -66,7 +95,14 @@ class Manager:
 
         clusters = Informer(clusters_api.source(), on_event=on_cluster)
         checks = Informer(checks_api.source(), on_event=lambda _, o: check_controller.enqueue(o["metadata"]["name"]))
-        configs = Informer(Objects(api, MULTIKUEUE_CONFIGS).source(), on_event=all_checks)
+
+        def on_config(kind: str, obj: Object) -> None:
+            all_checks()
+            for workload in manager_workloads.items():  # clusters of a config changed: look at every Workload
+                workload_controller.enqueue(ObjectKey.of(workload))
+
+        configs = Informer(Objects(api, MULTIKUEUE_CONFIGS).source(), on_event=on_config)
+        manager_workloads = Informer(Objects(api, WORKLOADS).source(), on_event=on_workload)
         secrets = Informer(
             ApiListSource(
                 k8s_client.CoreV1Api(api).list_namespaced_secret,
@@ -78,7 +114,13 @@ class Manager:
         self.check_reconciler: AdmissionCheckReconciler | None = AdmissionCheckReconciler(
             config.dispatcher.controller_name, checks_api, checks, configs, clusters
         )
-        informers = (clusters, checks, configs, secrets)
+        informers = (clusters, checks, configs, secrets, manager_workloads)
+        manager_resources = {}
+        for gvk in config.multi_kueue.gvks:
+            try:
+                manager_resources[gvk] = await discover_resource(api, gvk)
+            except KindUnavailable as e:
+                log.error("configured kind not served by the manager cluster", kind=str(gvk), error=str(e))
         try:
             async with anyio.create_task_group() as tg:
                 self.cluster_reconciler = ClusterReconciler(
@@ -87,15 +129,25 @@ class Manager:
                     clusters,
                     secrets,
                     tg,
-                    on_connection_change=cluster_controller.enqueue,
+                    on_connection_change=self._connection_changed,
+                    on_remote_event=on_remote,
                     temp_dir=self.temp_dir,
                 )
+                self._cluster_controller = cluster_controller
+                self.workload_reconciler = WorkloadReconciler(
+                    config, api, manager_workloads, checks, configs,
+                    lambda: self.cluster_reconciler.connections if self.cluster_reconciler else {},
+                    manager_resources,
+                )  # fmt: skip
                 for informer in informers:
                     tg.start_soon(informer.run)
                 for informer in informers:
                     await informer.synced.wait()
                 tg.start_soon(cluster_controller.run)
                 tg.start_soon(check_controller.run)
+                tg.start_soon(workload_controller.run)
+                if config.multi_kueue.gc_interval > 0:
+                    tg.start_soon(self._collect_garbage_forever)
                 log.info("manager started", controller_name=config.dispatcher.controller_name,
                          kinds=[str(g) for g in config.multi_kueue.gvks])  # fmt: skip
                 self.started.set()
@@ -104,6 +156,25 @@ class Manager:
             with anyio.CancelScope(shield=True):
                 if self.cluster_reconciler is not None:
                     await self.cluster_reconciler.close()
+
+    def _connection_changed(self, name: str) -> None:
+        self._cluster_controller.enqueue(name)
+        if self.workload_reconciler is not None:  # a worker came or went: every Workload may need a look
+            for workload in self.workload_reconciler.workloads.items():
+                self.workload_controller.enqueue(ObjectKey.of(workload))
+
+    async def _collect_garbage_forever(self) -> None:
+        while True:
+            await anyio.sleep(self.config.multi_kueue.gc_interval)
+            if self.workload_reconciler is not None:
+                try:
+                    await self.workload_reconciler.collect_garbage()
+                except Exception as e:
+                    log.warning("garbage collection failed", error=f"{type(e).__name__}: {e}")
+
+    async def _reconcile_workload(self, key: ObjectKey) -> Any:
+        assert self.workload_reconciler is not None
+        return await self.workload_reconciler.reconcile(key)
 
     async def _reconcile_cluster(self, name: str) -> Any:
         assert self.cluster_reconciler is not None

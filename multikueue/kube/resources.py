@@ -7,6 +7,7 @@ client library's model classes.
 from __future__ import annotations
 
 import functools
+import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +19,7 @@ from multikueue.kube.listwatch import ApiListSource
 
 Object = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
+APPLY_PATCH = "application/apply-patch+yaml"
 
 
 @dataclass(frozen=True)
@@ -114,6 +116,22 @@ class Objects:
             else self._co.patch_cluster_custom_object_status
         )
         result: Object = await method(*self._address(namespace), name, patch, _content_type=MERGE_PATCH)
+        return result
+
+    async def apply_status(self, body: Object, *, field_manager: str, force: bool = True) -> Object:
+        """Server-side apply on ``/status``: list entries keyed by name/type merge with other writers' entries."""
+        meta = body["metadata"]
+        namespace = meta.get("namespace")
+        method = (
+            self._co.patch_namespaced_custom_object_status
+            if self.resource.namespaced
+            else self._co.patch_cluster_custom_object_status
+        )
+        # The client serialises only JSON content types itself; JSON text is valid YAML for an apply patch.
+        result: Object = await method(
+            *self._address(namespace), meta["name"], json.dumps(body),
+            field_manager=field_manager, force=force, _content_type=APPLY_PATCH,
+        )  # fmt: skip
         return result
 
     def source(self, *, namespace: str | None = None, label_selector: str | None = None) -> ApiListSource:

@@ -1,0 +1,401 @@
+"""The manager-Workload reconciler: Kueue's MultiKueue state machine (spec §2) for this controller's check.
+
+Level-triggered: each pass reads the manager Workload (or its last state when deleted), the worker copies from
+the connections' caches, and takes the first step that applies, in Kueue's order. Remote objects without this
+manager's origin label are never touched.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import structlog
+
+from multikueue.clusters.connections import WorkerConnection
+from multikueue.config import Configuration, GroupVersionKind
+from multikueue.dispatch import workloads as wl
+from multikueue.dispatch.adapter import ORIGIN_LABEL, PREBUILT_WORKLOAD, GenericAdapter
+from multikueue.kube import events
+from multikueue.kube.client import ApiClient
+from multikueue.kube.conditions import now_rfc3339, set_condition
+from multikueue.kube.resources import WORKLOADS, Objects, Resource
+from multikueue.runtime.controller import Result
+from multikueue.runtime.informer import Informer, ObjectKey
+
+log = structlog.get_logger(__name__)
+Object = dict[str, Any]
+EVENT_REASON = "MultiKueue"
+MESSAGE_LIMIT = 32768
+
+
+class OwnershipConflict(Exception):
+    """A same-named object on a worker that this manager did not create."""
+
+
+class WorkloadReconciler:
+    def __init__(
+        self,
+        config: Configuration,
+        api: ApiClient,
+        workloads: Informer,
+        checks: Informer,
+        configs: Informer,
+        connections: Callable[[], dict[str, WorkerConnection]],
+        manager_resources: dict[GroupVersionKind, Resource],
+    ) -> None:
+        self.config = config
+        self.api = api
+        self.workloads = workloads
+        self.checks = checks
+        self.configs = configs
+        self.connections = connections
+        self.manager_resources = manager_resources
+        self.adapters = {g: GenericAdapter(g, config.dispatcher.managed_by) for g in config.multi_kueue.gvks}
+        self.deleted: dict[ObjectKey, Object] = {}
+        self.workload_api = Objects(api, WORKLOADS)
+        self.origin = config.multi_kueue.origin
+        self.controller_name = config.dispatcher.controller_name
+
+    def forget_deleted(self, obj: Object) -> None:
+        self.deleted[ObjectKey.of(obj)] = obj
+
+    # ----------------------------------------------------------------------------------------- entry
+
+    async def reconcile(self, key: ObjectKey) -> Result:
+        local = self.workloads.get(key)
+        deleted = local is None or bool(local["metadata"].get("deletionTimestamp"))
+        if local is None:
+            local = self.deleted.get(key)
+            if local is None:
+                return Result()
+        found = self._our_check(local)
+        if found is None:
+            self.deleted.pop(key, None)
+            return Result()
+        check_name, state, clusters = found
+        if state.get("state") == wl.REJECTED:
+            self.deleted.pop(key, None)
+            return Result()
+
+        owner = wl.owner(local)
+        adapter = self.adapters.get(owner[0]) if owner else None
+        if owner is None or adapter is None:
+            if not deleted:
+                what = f' for owner kind "{owner[0]}"' if owner else ""
+                await self._set_check(local, check_name, wl.REJECTED, f"No multikueue adapter found{what}")
+            return Result()
+        job_key = ObjectKey(key.namespace, owner[1])
+        if not deleted:
+            job = await Objects(self.api, self.manager_resources[adapter.gvk]).get(job_key.name, job_key.namespace)
+            if job is None:
+                raise LookupError(f"owner {adapter.gvk.kind} {job_key} not found")
+            managed, reason = adapter.is_managed(job)
+            if not managed:
+                await self._set_check(local, check_name, wl.REJECTED, f"The owner is not managed by Kueue: {reason}")
+                return Result()
+
+        all_connections = self.connections()
+        connected = {c: all_connections[c] for c in clusters if c in all_connections and all_connections[c].connected}
+        unavailable = [c for c in clusters if c not in connected]
+        remotes = {c: conn.workloads.get(key) for c, conn in connected.items() if conn.workloads is not None}
+
+        if deleted:
+            for cluster in connected:
+                await self._remove_remote(cluster, adapter, job_key, key)
+            self.deleted.pop(key, None)
+            return Result()
+        return await self._reconcile_group(local, check_name, state, adapter, job_key, connected, unavailable, remotes)
+
+    # ------------------------------------------------------------------------------------ the steps
+
+    async def _reconcile_group(
+        self,
+        local: Object,
+        check_name: str,
+        state: Object,
+        adapter: GenericAdapter,
+        job_key: ObjectKey,
+        connected: dict[str, WorkerConnection],
+        unavailable: list[str],
+        remotes: dict[str, Object | None],
+    ) -> Result:
+        key = ObjectKey.of(local)
+        lost_timeout = self.config.multi_kueue.worker_lost_timeout
+        present = {c: r for c, r in remotes.items() if r is not None}
+
+        # 2. Finished or without quota: nothing should run on any worker.
+        if wl.is_true(local, wl.FINISHED) or not wl.is_true(local, wl.QUOTA_RESERVED):
+            for cluster in connected:
+                await self._remove_remote(cluster, adapter, job_key, key)
+            return Result(requeue_after=lost_timeout if unavailable else None)
+
+        # 3. A worker finished it.
+        finished = wl.earliest_true(present, wl.FINISHED)
+        if finished is not None:
+            cluster, condition = finished
+            if condition.get("reason") == wl.OUT_OF_SYNC:
+                if state.get("state") != wl.READY:
+                    return Result()
+                message = (
+                    f'Remote workload on worker cluster "{cluster}" is out of sync with its user job, '
+                    "resetting for re-dispatch"
+                )
+                await self._set_check(local, check_name, wl.RETRY, message)
+                await self._event(local, "Warning", f'{message}, Previously: "{state.get("state")}"')
+                return Result()
+            await self._sync_job(cluster, connected[cluster], adapter, job_key, local)
+            await self._finish(local, condition.get("reason", ""), condition.get("message", ""))
+            return Result()
+
+        # 4. A worker evicted it.
+        evicted = wl.earliest_true(present, wl.EVICTED)
+        if evicted is not None:
+            cluster, _ = evicted
+            if wl.is_true(local, wl.EVICTED):
+                await self._sync_job(cluster, connected[cluster], adapter, job_key, local)
+                return Result()
+            if state.get("state") == wl.READY:
+                where = (local.get("status") or {}).get("clusterName") or ""
+                message = f'Workload evicted on worker cluster: "{where}", resetting for re-admission'
+                await self._set_check(local, check_name, wl.RETRY, message)
+                await self._event(local, "Normal", f'{message}. Previously: "Ready"')
+                return Result()
+
+        # 6. The first worker to admit it wins.
+        admitted = wl.earliest_true(present, wl.ADMITTED)
+        if admitted is None and state.get("state") == wl.READY:
+            admitting = (local.get("status") or {}).get("clusterName") or ""
+            if admitting in unavailable:
+                connection = self.connections().get(admitting)
+                lost_since = connection.disconnected_since if connection else None
+                elapsed = time.monotonic() - (lost_since if lost_since is not None else time.monotonic())
+                if lost_timeout - elapsed > 0:
+                    return Result(requeue_after=lost_timeout - elapsed)
+                await self._set_check(local, check_name, wl.RETRY, "Admitting remote lost")
+                return Result()
+            if not admitting:
+                await self._set_check(local, check_name, wl.RETRY, "Admission check is Ready but no admitting "
+                                      "cluster is recorded; this is unexpected, please report it")  # fmt: skip
+                return Result()
+            await self._set_check(local, check_name, wl.RETRY, "Admitting remote no longer exists")
+            return Result()
+        if admitted is not None:
+            winner, _ = admitted
+            for cluster in connected:
+                if cluster != winner and remotes.get(cluster) is not None:
+                    await self._remove_remote(cluster, adapter, job_key, key)
+            if wl.is_true(local, wl.EVICTED):
+                await self._deactivate_remote(connected[winner], present[winner], local)
+                return Result()
+            await self._sync_job(winner, connected[winner], adapter, job_key, local)
+            if state.get("state") not in (wl.RETRY, wl.REJECTED):
+                await self._set_admitted(local, check_name, state, winner)
+            return Result(requeue_after=lost_timeout)
+
+        # 8. Nominate workers and copy the Workload to them.
+        status = local.get("status") or {}
+        if state.get("state") != wl.PENDING or status.get("clusterName"):
+            return Result()
+        others = [s for s in status.get("admissionChecks") or [] if s.get("name") != check_name]
+        if any(s.get("state") != wl.READY for s in others):
+            return Result()  # Kueue waits for every other check first (#9866)
+        if self.config.multi_kueue.dispatcher_name == "kueue.x-k8s.io/multikueue-dispatcher-all-at-once":
+            nominated = sorted(connected)
+            if sorted(status.get("nominatedClusterNames") or []) != nominated:
+                await self._patch_workload_status(local, {"nominatedClusterNames": nominated or None})
+        else:
+            nominated = list(status.get("nominatedClusterNames") or [])
+        missing = [c for c in nominated if c not in connected]
+        for cluster, connection in connected.items():
+            if cluster in nominated and remotes.get(cluster) is None:
+                assert connection.api is not None
+                try:
+                    await Objects(connection.api, WORKLOADS).create(
+                        wl.clone_for_create(local, self.origin), key.namespace
+                    )
+                except Exception as e:
+                    if getattr(e, "status", None) != 409:
+                        raise
+                log.info("workload copied to worker", cluster=cluster, workload=str(key))
+            elif cluster not in nominated and remotes.get(cluster) is not None:
+                await self._remove_remote(cluster, adapter, job_key, key)
+        if missing:
+            raise ConnectionError(f"cluster {missing[0]}: no remote client for nominated cluster")
+        return Result()
+
+    async def collect_garbage(self) -> None:
+        """Delete worker objects of this origin whose manager Workload is gone or being deleted (Kueue's runGC),
+        and, beyond Kueue, worker objects whose Workload copy is already gone too."""
+        for cluster, connection in list(self.connections().items()):
+            if not connection.connected or connection.workloads is None:
+                continue
+            orphans: set[ObjectKey] = set()
+            for remote in connection.workloads.items():
+                key = ObjectKey.of(remote)
+                local = self.workloads.get(key)
+                if local is None or local["metadata"].get("deletionTimestamp"):
+                    orphans.add(key)
+            for gvk, informer in connection.objects.items():
+                for remote in informer.items():
+                    name = (remote["metadata"].get("annotations") or {}).get(PREBUILT_WORKLOAD)
+                    key = ObjectKey(remote["metadata"]["namespace"], name or "")
+                    if name and self.workloads.get(key) is None:
+                        log.info("orphan on worker", cluster=cluster, kind=gvk.kind, object=str(ObjectKey.of(remote)))
+                        await self._remove_remote(cluster, self.adapters[gvk], ObjectKey.of(remote), key)
+            for key in orphans:  # the objects themselves were handled above, through their annotation
+                await self._remove_remote_workload(connection, key)
+
+    # ------------------------------------------------------------------------------------- helpers
+
+    def _our_check(self, local: Object) -> tuple[str, Object, list[str]] | None:
+        """The first admission check on the Workload whose AdmissionCheck names this controller."""
+        for name in wl.check_names(local):
+            check = self.checks.get(ObjectKey("", name))
+            if check is None or (check.get("spec") or {}).get("controllerName") != self.controller_name:
+                continue
+            state = wl.check_state(local, name) or {}
+            params = (check.get("spec") or {}).get("parameters") or {}
+            config = self.configs.get(ObjectKey("", params.get("name", "")))
+            clusters = list(((config or {}).get("spec") or {}).get("clusters") or [])
+            return name, state, clusters
+        return None
+
+    async def _sync_job(
+        self, cluster: str, connection: WorkerConnection, adapter: GenericAdapter, job_key: ObjectKey, local_wl: Object
+    ) -> None:
+        """Create the object on the worker, or mirror the worker's status back to the manager."""
+        assert connection.api is not None
+        resource = connection.resources.get(adapter.gvk)
+        if resource is None:
+            reason = connection.kind_errors.get(adapter.gvk, "not discovered yet")
+            raise LookupError(f"{adapter.gvk.kind} is unavailable on worker {cluster}: {reason}")
+        remote_api = Objects(connection.api, resource)
+        informer = connection.objects.get(adapter.gvk)
+        remote = informer.get(job_key) if informer else None
+        if remote is None:
+            remote = await remote_api.get(job_key.name, job_key.namespace)
+        manager_api = Objects(self.api, self.manager_resources[adapter.gvk])
+        local_job = await manager_api.get(job_key.name, job_key.namespace)
+        if local_job is None:
+            raise LookupError(f"owner {adapter.gvk.kind} {job_key} not found on the manager")
+        if remote is not None and (remote["metadata"].get("labels") or {}).get(ORIGIN_LABEL) != self.origin:
+            message = (
+                f"{adapter.gvk.kind} {job_key} on worker {cluster} was not created by this manager "
+                f"(label {ORIGIN_LABEL} is not {self.origin!r}); it is left untouched"
+            )
+            await self._event(local_wl, "Warning", message)
+            raise OwnershipConflict(message)
+        if remote is None:
+            body = adapter.build_remote(local_job, workload_name=local_wl["metadata"]["name"], origin=self.origin)
+            await remote_api.create(body, job_key.namespace)
+            log.info("object created on worker", cluster=cluster, kind=adapter.gvk.kind, object=str(job_key))
+            return
+        patch = adapter.status_patch(local_job, remote)
+        if patch is not None:
+            await manager_api.patch_status(job_key.name, patch, job_key.namespace)
+            log.info("status mirrored from worker", cluster=cluster, kind=adapter.gvk.kind, object=str(job_key))
+
+    async def _remove_remote(self, cluster: str, adapter: GenericAdapter, job_key: ObjectKey, key: ObjectKey) -> None:
+        connection = self.connections().get(cluster)
+        if connection is None or connection.api is None:
+            return
+        resource = connection.resources.get(adapter.gvk)
+        if resource is not None:
+            remote_api = Objects(connection.api, resource)
+            remote = await remote_api.get(job_key.name, job_key.namespace)
+            if remote is not None and (remote["metadata"].get("labels") or {}).get(ORIGIN_LABEL) == self.origin:
+                await remote_api.delete(job_key.name, job_key.namespace, propagation="Background")
+                log.info("object deleted on worker", cluster=cluster, kind=adapter.gvk.kind, object=str(job_key))
+        await self._remove_remote_workload(connection, key)
+
+    async def _remove_remote_workload(self, connection: WorkerConnection, key: ObjectKey) -> None:
+        """Delete this origin's Workload copy, first lifting the finalizer a worker Kueue would have added."""
+        if connection.api is None:
+            return
+        workloads = Objects(connection.api, WORKLOADS)
+        remote_wl = await workloads.get(key.name, key.namespace)
+        if remote_wl is None or (remote_wl["metadata"].get("labels") or {}).get(ORIGIN_LABEL) != self.origin:
+            return
+        finalizers = remote_wl["metadata"].get("finalizers") or []
+        if wl.RESOURCE_IN_USE_FINALIZER in finalizers:
+            kept = [f for f in finalizers if f != wl.RESOURCE_IN_USE_FINALIZER] or None
+            rv = remote_wl["metadata"]["resourceVersion"]
+            await workloads.patch(key.name, {"metadata": {"finalizers": kept, "resourceVersion": rv}}, key.namespace)
+        await workloads.delete(key.name, key.namespace)
+        log.info("workload deleted on worker", cluster=connection.name, workload=str(key))
+
+    async def _deactivate_remote(self, connection: WorkerConnection, remote: Object, local: Object) -> None:
+        """Ask the worker's Kueue to evict its copy, as Kueue does when the manager evicts (§2.2 step 6b.2)."""
+        assert connection.api is not None
+        evicted = wl.condition(local, wl.EVICTED) or {}
+        condition = {"type": "DeactivationTarget", "status": "True", "reason": "EvictedOnManagerCluster",
+                     "message": f"Evicted on manager: {evicted.get('message', '')}"}  # fmt: skip
+        current = (remote.get("status") or {}).get("conditions") or []
+        if wl.is_true(remote, "DeactivationTarget"):
+            return
+        patch = {"metadata": {"resourceVersion": remote["metadata"]["resourceVersion"]},
+                 "status": {"conditions": set_condition(current, condition)}}  # fmt: skip
+        meta = remote["metadata"]
+        await Objects(connection.api, WORKLOADS).patch_status(meta["name"], patch, meta["namespace"])
+
+    async def _set_check(self, local: Object, check_name: str, new_state: str, message: str) -> None:
+        """Set this controller's check state; the message ends with the previous state, as Kueue's does."""
+        current = wl.check_state(local, check_name) or {}
+        previous = current.get("state", wl.PENDING)
+        full = f'{message}, Previously: "{previous}"'[:MESSAGE_LIMIT]
+        if current.get("state") == new_state and current.get("message") == full:
+            return
+        entry = {"name": check_name, "state": new_state, "message": full, "lastTransitionTime": now_rfc3339()}
+        await self._patch_workload_status(local, {"admissionChecks": _with_check(local, entry)})
+        log.info("admission check updated", workload=str(ObjectKey.of(local)), state=new_state, message=full)
+
+    async def _set_admitted(self, local: Object, check_name: str, state: Object, cluster: str) -> None:
+        status = local.get("status") or {}
+        message = f'The workload was admitted on "{cluster}"'
+        if state.get("state") == wl.READY and state.get("message") == message and status.get("clusterName") == cluster:
+            return
+        if status.get("clusterName") not in (None, "", cluster):
+            raise RuntimeError(f"clusterName is already {status['clusterName']!r}, cannot record {cluster!r}")
+        entry = {"name": check_name, "state": wl.READY, "message": message, "lastTransitionTime": now_rfc3339()}
+        await self._patch_workload_status(
+            local, {"admissionChecks": _with_check(local, entry), "clusterName": cluster, "nominatedClusterNames": None}
+        )
+        await self._event(local, "Normal", message)
+        log.info("workload admitted on worker", workload=str(ObjectKey.of(local)), cluster=cluster)
+
+    async def _finish(self, local: Object, reason: str, message: str) -> None:
+        condition = {"type": wl.FINISHED, "status": "True", "reason": reason or "Finished",
+                     "message": message or "finished on the worker", "lastTransitionTime": now_rfc3339()}  # fmt: skip
+        current = (local.get("status") or {}).get("conditions") or []
+        await self._patch_workload_status(local, {"conditions": set_condition(current, condition)})
+        log.info("workload finished", workload=str(ObjectKey.of(local)), reason=reason)
+
+    async def _patch_workload_status(self, local: Object, status: Object) -> None:
+        """A merge patch on the manager Workload's ``/status``, guarded by its resourceVersion.
+
+        Lists go whole (rebuilt from the object just read), so the precondition is what keeps another writer's
+        entries: a conflict (409) fails this reconcile and the retry starts from fresh state. This is Kueue's
+        ``WorkloadRequestUseMergePatch`` mode; a server-side apply as ``kueue-admission`` with a partial status
+        would instead drop every other field Kueue's core owns under that manager.
+        """
+        meta = local["metadata"]
+        patch = {"metadata": {"resourceVersion": meta["resourceVersion"]}, "status": status}
+        updated = await self.workload_api.patch_status(meta["name"], patch, meta["namespace"])
+        self.workloads.store[ObjectKey.of(updated)] = updated
+
+    async def _event(self, local: Object, type_: str, message: str) -> None:
+        obj = {**local, "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload"}
+        await events.record(self.api, obj, type_=type_, reason=EVENT_REASON, message=message,
+                            component=self.controller_name)  # fmt: skip
+
+
+def _with_check(local: Object, entry: Object) -> list[Object]:
+    """The Workload's admission-check states with ``entry`` replacing the one of the same name."""
+    states = [dict(s) for s in (local.get("status") or {}).get("admissionChecks") or []]
+    for i, state in enumerate(states):
+        if state.get("name") == entry["name"]:
+            states[i] = {**state, **entry}
+            return states
+    return [*states, entry]

@@ -1,0 +1,100 @@
+"""Reading and shaping Kueue Workloads (v1beta2): pure functions over dicts."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from multikueue.config import GroupVersionKind
+from multikueue.dispatch.adapter import ORIGIN_LABEL
+
+QUOTA_RESERVED = "QuotaReserved"
+ADMITTED = "Admitted"
+FINISHED = "Finished"
+EVICTED = "Evicted"
+OUT_OF_SYNC = "OutOfSync"
+RESOURCE_IN_USE_FINALIZER = "kueue.x-k8s.io/resource-in-use"
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+JOB_OWNER_GVK = "kueue.x-k8s.io/job-owner-gvk"
+JOB_OWNER_NAME = "kueue.x-k8s.io/job-owner-name"
+
+PENDING, READY, RETRY, REJECTED = "Pending", "Ready", "Retry", "Rejected"
+
+Object = dict[str, Any]
+
+
+def condition(workload: Object | None, condition_type: str) -> Object | None:
+    for c in ((workload or {}).get("status") or {}).get("conditions") or []:
+        if c.get("type") == condition_type:
+            return dict(c)
+    return None
+
+
+def is_true(workload: Object | None, condition_type: str) -> bool:
+    found = condition(workload, condition_type)
+    return found is not None and found.get("status") == "True"
+
+
+def check_state(workload: Object, check_name: str) -> Object | None:
+    for state in (workload.get("status") or {}).get("admissionChecks") or []:
+        if state.get("name") == check_name:
+            return dict(state)
+    return None
+
+
+def check_names(workload: Object) -> list[str]:
+    return [s["name"] for s in (workload.get("status") or {}).get("admissionChecks") or [] if "name" in s]
+
+
+def parse_api_version(api_version: str) -> tuple[str, str]:
+    group, _, version = api_version.rpartition("/")
+    return group, version
+
+
+def owner(workload: Object) -> tuple[GroupVersionKind, str] | None:
+    """The job that owns the Workload, as Kueue's ``adapter()`` finds it: the multi-owner annotations, then the
+    controller ownerReference, then the first ownerReference."""
+    meta = workload["metadata"]
+    annotations = meta.get("annotations") or {}
+    if annotations.get(JOB_OWNER_GVK) and annotations.get(JOB_OWNER_NAME):
+        try:
+            return GroupVersionKind.parse(annotations[JOB_OWNER_GVK]), annotations[JOB_OWNER_NAME]
+        except ValueError:
+            pass
+    refs = meta.get("ownerReferences") or []
+    chosen = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
+    if chosen is None:
+        return None
+    group, version = parse_api_version(chosen.get("apiVersion", ""))
+    return GroupVersionKind(group, version, chosen.get("kind", "")), chosen.get("name", "")
+
+
+def clone_for_create(workload: Object, origin: str) -> Object:
+    """The worker copy of a Workload: name, namespace, labels (origin added, job UID dropped), annotations, spec."""
+    meta = workload["metadata"]
+    labels = {k: v for k, v in (meta.get("labels") or {}).items() if k != JOB_UID_LABEL}
+    labels[ORIGIN_LABEL] = origin
+    return {
+        "apiVersion": workload.get("apiVersion", "kueue.x-k8s.io/v1beta2"),
+        "kind": "Workload",
+        "metadata": {
+            "name": meta["name"],
+            "namespace": meta["namespace"],
+            "labels": labels,
+            "annotations": dict(meta.get("annotations") or {}),
+        },
+        "spec": copy.deepcopy(workload.get("spec") or {}),
+    }
+
+
+def earliest_true(workloads: dict[str, Object], condition_type: str) -> tuple[str, Object] | None:
+    """The worker whose copy has ``condition_type`` True with the earliest transition (ties: by name)."""
+    candidates = []
+    for cluster, wl in workloads.items():
+        found = condition(wl, condition_type)
+        if found is not None and found.get("status") == "True":
+            candidates.append((found.get("lastTransitionTime", ""), cluster, found))
+    if not candidates:
+        return None
+    _, cluster, found = min(candidates, key=lambda c: (c[0], c[1]))
+    return cluster, found

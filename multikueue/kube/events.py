@@ -1,0 +1,36 @@
+"""Kubernetes Events (core/v1) on the objects this controller acts on."""
+
+from __future__ import annotations
+
+import datetime
+import uuid
+from typing import Any
+
+import structlog
+from kubernetes_asyncio import client as k8s_client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from multikueue.kube.client import ApiClient, raw_body
+
+log = structlog.get_logger(__name__)
+
+
+async def record(api: ApiClient, obj: dict[str, Any], *, type_: str, reason: str, message: str, component: str) -> None:
+    """Best effort: an Event that cannot be written is logged, never fatal to a reconcile."""
+    meta = obj["metadata"]
+    now = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    namespace = meta.get("namespace", "default")
+    body: dict[str, Any] = {
+        "metadata": {"name": f"{meta['name']}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
+        "involvedObject": {
+            "apiVersion": obj.get("apiVersion"), "kind": obj.get("kind"), "name": meta["name"],
+            "namespace": meta.get("namespace"), "uid": meta.get("uid"), "resourceVersion": meta.get("resourceVersion"),
+        },
+        "type": type_, "reason": reason, "message": message[:1024],
+        "source": {"component": component}, "reportingComponent": component,
+        "firstTimestamp": now, "lastTimestamp": now, "count": 1,
+    }  # fmt: skip
+    try:
+        await k8s_client.CoreV1Api(api).create_namespaced_event(namespace, raw_body(body))
+    except ApiException as e:
+        log.warning("event not recorded", reason=reason, error=f"HTTP {e.status}: {e.reason}")

@@ -1,0 +1,212 @@
+"""Kueue's part where no Kueue runs: the objects and status writes Kueue's own controllers would make.
+
+Used by the tests, the demo and the benchmarks. Each write is the one Kueue makes (conditions, admission,
+admission-check states), so the dispatcher sees exactly what it would see beside a real Kueue.
+"""
+
+from __future__ import annotations
+
+import base64
+from typing import Any
+
+import yaml
+from kubernetes_asyncio import client as k8s_client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from multikueue.kube.client import ApiClient, raw_body
+from multikueue.kube.conditions import now_rfc3339, set_condition
+from multikueue.kube.resources import ADMISSION_CHECKS, MULTIKUEUE_CLUSTERS, MULTIKUEUE_CONFIGS, WORKLOADS, Objects
+
+Object = dict[str, Any]
+API_VERSION = "kueue.x-k8s.io/v1beta2"
+MANAGED_BY = "kueue.x-k8s.io/multikueue"
+
+
+def workload_for(owner: Object, *, name: str | None = None, queue: str = "user-queue", cpu: str = "1") -> Object:
+    """The Workload a job integration creates for ``owner`` (controller ownerReference, one pod set)."""
+    meta = owner["metadata"]
+    return {
+        "apiVersion": API_VERSION,
+        "kind": "Workload",
+        "metadata": {
+            "name": name or f"{owner['kind'].lower()}-{meta['name']}",
+            "namespace": meta["namespace"],
+            "labels": {"kueue.x-k8s.io/job-uid": meta["uid"]},
+            "ownerReferences": [
+                {
+                    "apiVersion": owner["apiVersion"],
+                    "kind": owner["kind"],
+                    "name": meta["name"],
+                    "uid": meta["uid"],
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        },
+        "spec": {
+            "queueName": queue,
+            "podSets": [
+                {
+                    "name": "main",
+                    "count": 1,
+                    "template": {
+                        "spec": {
+                            "restartPolicy": "Never",
+                            "containers": [
+                                {
+                                    "name": "run",
+                                    "image": "busybox",
+                                    "resources": {"requests": {"cpu": cpu}},
+                                }
+                            ],
+                        }
+                    },
+                }
+            ],
+        },
+    }
+
+
+async def _patch_status(api: ApiClient, name: str, namespace: str, change: Any) -> Object:
+    """Read, change, write back with the resourceVersion (a conflict is retried by the caller's poll)."""
+    workloads = Objects(api, WORKLOADS)
+    current = await workloads.get(name, namespace)
+    if current is None:
+        raise LookupError(f"Workload {namespace}/{name} not found")
+    status = change(dict(current.get("status") or {}))
+    patch = {"metadata": {"resourceVersion": current["metadata"]["resourceVersion"]}, "status": status}
+    return await workloads.patch_status(name, patch, namespace)
+
+
+async def reserve_quota(api: ApiClient, name: str, namespace: str, *, checks: list[str], queue: str = "cq") -> Object:
+    """The manager's scheduler reserving quota: QuotaReserved, admission, and each admission check Pending."""
+    now = now_rfc3339()
+
+    def change(status: Object) -> Object:
+        conditions = set_condition(
+            status.get("conditions"),
+            {
+                "type": "QuotaReserved",
+                "status": "True",
+                "reason": "QuotaReserved",
+                "message": f"Quota reserved in ClusterQueue {queue}",
+            },
+        )
+        return {
+            "conditions": conditions,
+            "admission": {
+                "clusterQueue": queue,
+                "podSetAssignments": [
+                    {"name": "main", "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "1"}, "count": 1}
+                ],
+            },
+            "admissionChecks": [
+                {"name": c, "state": "Pending", "message": "", "lastTransitionTime": now} for c in checks
+            ],
+        }
+
+    return await _patch_status(api, name, namespace, change)
+
+
+async def admit(api: ApiClient, name: str, namespace: str) -> Object:
+    """A worker's Kueue admitting its copy (no checks there): QuotaReserved and Admitted."""
+
+    def change(status: Object) -> Object:
+        conditions = set_condition(
+            status.get("conditions"),
+            {
+                "type": "QuotaReserved",
+                "status": "True",
+                "reason": "QuotaReserved",
+                "message": "Quota reserved in ClusterQueue cq",
+            },
+        )
+        conditions = set_condition(
+            conditions,
+            {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "The workload is admitted"},
+        )
+        return {
+            "conditions": conditions,
+            "admission": {
+                "clusterQueue": "cq",
+                "podSetAssignments": [
+                    {"name": "main", "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "1"}, "count": 1}
+                ],
+            },
+        }
+
+    return await _patch_status(api, name, namespace, change)
+
+
+async def finish(api: ApiClient, name: str, namespace: str, *, reason: str = "Succeeded", message: str = "") -> Object:
+    """A worker's Kueue marking its copy Finished (what a job integration does when the job completes)."""
+
+    def change(status: Object) -> Object:
+        condition = {"type": "Finished", "status": "True", "reason": reason, "message": message or reason}
+        return {"conditions": set_condition(status.get("conditions"), condition)}
+
+    return await _patch_status(api, name, namespace, change)
+
+
+async def evict(api: ApiClient, name: str, namespace: str, *, reason: str = "Preempted", message: str = "") -> Object:
+    def change(status: Object) -> Object:
+        condition = {"type": "Evicted", "status": "True", "reason": reason, "message": message or reason}
+        return {"conditions": set_condition(status.get("conditions"), condition)}
+
+    return await _patch_status(api, name, namespace, change)
+
+
+async def multikueue_setup(
+    api: ApiClient,
+    *,
+    namespace: str,
+    prefix: str,
+    workers: dict[str, Object],
+    controller_name: str,
+) -> dict[str, str]:
+    """Secrets (in ``namespace``), MultiKueueClusters, a MultiKueueConfig and an AdmissionCheck naming
+    ``controller_name``. Cluster-scoped names get ``prefix``; returns the names used."""
+    names = {"check": f"{prefix}-ac", "config": f"{prefix}-config"}
+    core = k8s_client.CoreV1Api(api)
+    clusters = []
+    for worker, kubeconfig in workers.items():
+        secret = f"{worker}-kubeconfig"
+        data = base64.b64encode(yaml.safe_dump(kubeconfig).encode()).decode()
+        try:
+            await core.create_namespaced_secret(
+                namespace, raw_body({"metadata": {"name": secret}, "data": {"kubeconfig": data}})
+            )
+        except ApiException as e:
+            if e.status != 409:
+                raise
+        cluster = f"{prefix}-{worker}"
+        clusters.append(cluster)
+        names[worker] = cluster
+        await Objects(api, MULTIKUEUE_CLUSTERS).create(
+            {
+                "apiVersion": API_VERSION,
+                "kind": "MultiKueueCluster",
+                "metadata": {"name": cluster},
+                "spec": {"clusterSource": {"kubeConfig": {"location": secret, "locationType": "Secret"}}},
+            }
+        )
+    await Objects(api, MULTIKUEUE_CONFIGS).create(
+        {
+            "apiVersion": API_VERSION,
+            "kind": "MultiKueueConfig",
+            "metadata": {"name": names["config"]},
+            "spec": {"clusters": clusters},
+        }
+    )
+    await Objects(api, ADMISSION_CHECKS).create(
+        {
+            "apiVersion": API_VERSION,
+            "kind": "AdmissionCheck",
+            "metadata": {"name": names["check"]},
+            "spec": {
+                "controllerName": controller_name,
+                "parameters": {"apiGroup": "kueue.x-k8s.io", "kind": "MultiKueueConfig", "name": names["config"]},
+            },
+        }
+    )
+    return names
