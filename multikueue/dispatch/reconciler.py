@@ -159,7 +159,8 @@ class WorkloadReconciler:
             if state.get("state") == wl.READY:
                 where = (local.get("status") or {}).get("clusterName") or ""
                 message = f'Workload evicted on worker cluster: "{where}", resetting for re-admission'
-                await self._set_check(local, check_name, wl.RETRY, message)
+                # Kueue writes this one directly rather than through updateACS, hence ". Previously".
+                await self._set_check(local, check_name, wl.RETRY, message, separator=". ")
                 await self._event(local, "Normal", f'{message}. Previously: "Ready"')
                 return Result()
 
@@ -340,11 +341,13 @@ class WorkloadReconciler:
         meta = remote["metadata"]
         await Objects(connection.api, WORKLOADS).patch_status(meta["name"], patch, meta["namespace"])
 
-    async def _set_check(self, local: Object, check_name: str, new_state: str, message: str) -> None:
+    async def _set_check(
+        self, local: Object, check_name: str, new_state: str, message: str, *, separator: str = ", "
+    ) -> None:
         """Set this controller's check state; the message ends with the previous state, as Kueue's does."""
         current = wl.check_state(local, check_name) or {}
         previous = current.get("state", wl.PENDING)
-        full = f'{message}, Previously: "{previous}"'[:MESSAGE_LIMIT]
+        full = f'{message}{separator}Previously: "{previous}"'[:MESSAGE_LIMIT]
         if current.get("state") == new_state and current.get("message") == full:
             return
         entry = {"name": check_name, "state": new_state, "message": full, "lastTransitionTime": now_rfc3339()}

@@ -28,6 +28,17 @@ class Scenario:
         self.api = {"manager": manager, "worker1": worker1, "worker2": worker2}
         self.names: dict[str, str] = {}
         self.manager: Manager | None = None
+        self.start_manager: Any = None
+        self.stop_manager: Any = None
+
+    async def connected(self, worker: str, expected: bool) -> None:
+        assert self.manager is not None
+        connections = self.manager.cluster_reconciler.connections if self.manager.cluster_reconciler else {}
+        await wait_until(
+            lambda: bool(connections.get(self.names[worker]) and connections[self.names[worker]].connected) == expected,
+            timeout=60,
+            what=f"{worker} connected={expected}",
+        )
 
     def runs(self, cluster: str) -> Objects:
         return Objects(self.api[cluster], PIPELINERUNS)
@@ -81,18 +92,29 @@ async def scenario(
         "             externalFrameworks: [{name: PipelineRun.v1.tekton.dev}]}\n"
         f"dispatcher: {{namespace: {namespace}, eventsBatchPeriod: 100ms, workerClient: {{timeout: 3s}}}}"
     )
-    manager = Manager(manager_api, config, temp_dir=tmp_path / "certs")
     async with anyio.create_task_group() as tg:
-        tg.start_soon(manager.run)
-        with anyio.fail_after(30):
-            await manager.started.wait()
-        connections = manager.cluster_reconciler.connections if manager.cluster_reconciler else {}
-        for worker in ("worker1", "worker2"):
-            await wait_until(
-                lambda w=worker: bool(connections.get(s.names[w]) and connections[s.names[w]].connected),  # type: ignore[misc]
-                what=f"{worker} connected",
-            )
-        s.manager = manager
+
+        async def start(*, wait_for: tuple[str, ...] = ("worker1", "worker2")) -> None:
+            manager = Manager(manager_api, config, temp_dir=tmp_path / "certs")
+            scope = anyio.CancelScope()
+
+            async def run() -> None:
+                with scope:
+                    await manager.run()
+
+            tg.start_soon(run)
+            with anyio.fail_after(30):
+                await manager.started.wait()
+            connections = manager.cluster_reconciler.connections if manager.cluster_reconciler else {}
+            for worker in wait_for:
+                await wait_until(
+                    lambda w=worker: bool(connections.get(s.names[w]) and connections[s.names[w]].connected),  # type: ignore[misc]
+                    what=f"{worker} connected",
+                )
+            s.manager, s.stop_manager = manager, scope.cancel
+
+        s.start_manager = start
+        await start()
         yield s
         tg.cancel_scope.cancel()
 
@@ -153,3 +175,245 @@ async def test_happy_path_on_two_workers(scenario: Scenario) -> None:
     for worker in ("worker1", "worker2"):
         await s.wait(s.workloads(worker), wl_name, lambda w: w is None, f"no Workload left on {worker}")
         await s.wait(s.runs(worker), "hello", lambda r: r is None, f"no PipelineRun left on {worker}")
+
+
+async def _events(api: ApiClient, namespace: str, name: str) -> list[Any]:
+    from kubernetes_asyncio import client as k8s_client
+
+    listed = await k8s_client.CoreV1Api(api).list_namespaced_event(namespace)
+    return [e for e in listed.items if e.involved_object.name == name]
+
+
+async def test_an_owner_not_managed_by_multikueue_is_rejected(scenario: Scenario) -> None:
+    s = scenario
+    _, workload = await s.submit("local-only", managed_by=None)
+    wl_name = workload["metadata"]["name"]
+    await s.check_state(
+        wl_name,
+        state="Rejected",
+        message='The owner is not managed by Kueue: Expecting .spec.managedBy to be "kueue.x-k8s.io/multikueue" '
+        'not "", Previously: "Pending"',
+    )
+    for worker in ("worker1", "worker2"):
+        assert await s.workloads(worker).get(wl_name, s.namespace) is None
+
+
+async def test_an_owner_of_a_kind_not_configured_is_rejected(scenario: Scenario) -> None:
+    s = scenario
+    from kubernetes_asyncio import client as k8s_client
+
+    owner = await k8s_client.CoreV1Api(s.api["manager"]).create_namespaced_config_map(
+        s.namespace, {"metadata": {"name": "not-a-job"}}
+    )
+    body = kueue.workload_for({"apiVersion": "v1", "kind": "ConfigMap",
+                               "metadata": {"name": "not-a-job", "namespace": s.namespace, "uid": owner.metadata.uid}})  # fmt: skip
+    workload = await s.workloads("manager").create(body, s.namespace)
+    await kueue.reserve_quota(s.api["manager"], workload["metadata"]["name"], s.namespace, checks=[s.names["check"]])
+    await s.check_state(
+        workload["metadata"]["name"],
+        state="Rejected",
+        message='No multikueue adapter found for owner kind "/v1, Kind=ConfigMap", Previously: "Pending"',
+    )
+    for worker in ("worker1", "worker2"):
+        assert await s.workloads(worker).get(workload["metadata"]["name"], s.namespace) is None
+
+
+async def test_quota_lost_on_the_manager_removes_the_copies(scenario: Scenario) -> None:
+    s = scenario
+    _, workload = await s.submit("requeued")
+    wl_name = workload["metadata"]["name"]
+    for worker in ("worker1", "worker2"):
+        await s.wait(s.workloads(worker), wl_name, lambda w: w is not None, f"copy on {worker}")
+
+    current = await s.get(s.workloads("manager"), wl_name)
+    conditions = [
+        {**c, "status": "False", "reason": "Pending"} if c["type"] == "QuotaReserved" else c
+        for c in current["status"]["conditions"]
+    ]
+    await s.workloads("manager").patch_status(wl_name, {"status": {"conditions": conditions, "admission": None}},
+                                              s.namespace)  # fmt: skip
+    for worker in ("worker1", "worker2"):
+        await s.wait(s.workloads(worker), wl_name, lambda w: w is None, f"copy removed from {worker}")
+
+
+async def _admitted_on_worker2(s: Scenario, name: str) -> str:
+    _, workload = await s.submit(name)
+    wl_name: str = workload["metadata"]["name"]
+    await s.wait(s.workloads("worker2"), wl_name, lambda w: w is not None, "copy on worker2")
+    await kueue.admit(s.api["worker2"], wl_name, s.namespace)
+    await s.check_state(wl_name, state="Ready")
+    await s.wait(s.runs("worker2"), name, lambda r: r is not None, "PipelineRun on worker2")
+    return wl_name
+
+
+async def test_eviction_on_the_worker_resets_the_check_for_readmission(scenario: Scenario) -> None:
+    s = scenario
+    wl_name = await _admitted_on_worker2(s, "evicted")
+    await kueue.evict(s.api["worker2"], wl_name, s.namespace, reason="Preempted")
+    await s.check_state(
+        wl_name,
+        state="Retry",
+        message=f'Workload evicted on worker cluster: "{s.names["worker2"]}", resetting for re-admission. '
+        'Previously: "Ready"',
+    )
+
+
+async def test_a_remote_finish_out_of_sync_retries_instead_of_finishing(scenario: Scenario) -> None:
+    s = scenario
+    wl_name = await _admitted_on_worker2(s, "drifted")
+    await kueue.finish(s.api["worker2"], wl_name, s.namespace, reason="OutOfSync", message="podsets differ")
+    expected = (
+        f'Remote workload on worker cluster "{s.names["worker2"]}" is out of sync with its user job, '
+        'resetting for re-dispatch, Previously: "Ready"'
+    )
+    await s.check_state(wl_name, state="Retry", message=expected)
+    manager_wl = await s.get(s.workloads("manager"), wl_name)
+    assert not any(c["type"] == "Finished" for c in manager_wl["status"]["conditions"])
+    warnings = [e for e in await _events(s.api["manager"], s.namespace, wl_name) if e.type == "Warning"]
+    assert [e.message for e in warnings] == [expected]
+    assert warnings[0].reason == "MultiKueue"
+
+
+async def test_a_same_named_object_not_from_this_manager_is_left_untouched_and_reported(scenario: Scenario) -> None:
+    s = scenario
+    foreign = pipelinerun("taken", labels={"team": "worker-local"})
+    await s.runs("worker2").create(foreign, s.namespace)
+    _, workload = await s.submit("taken")
+    wl_name = workload["metadata"]["name"]
+    await s.wait(s.workloads("worker2"), wl_name, lambda w: w is not None, "copy on worker2")
+    await kueue.admit(s.api["worker2"], wl_name, s.namespace)
+
+    await eventually(
+        lambda: _events(s.api["manager"], s.namespace, wl_name),
+        until=lambda events: any("was not created by this manager" in (e.message or "") for e in events),
+        what="a Warning naming the foreign object",
+    )
+    untouched = await s.get(s.runs("worker2"), "taken")
+    assert untouched["metadata"]["labels"] == {"team": "worker-local"}
+    assert "managedBy" not in untouched["spec"]
+    manager_wl = await s.get(s.workloads("manager"), wl_name)
+    state = next(c for c in manager_wl["status"]["admissionChecks"] if c["name"] == s.names["check"])
+    assert state["state"] == "Pending", "never Ready on a worker where the run cannot be created"
+
+
+async def test_a_briefly_lost_worker_does_not_evict(scenario: Scenario) -> None:
+    s = scenario
+    wl_name = await _admitted_on_worker2(s, "brief")
+    before = await s.get(s.workloads("manager"), wl_name)
+    s.bed.stop_apiserver("worker2", kill=True)
+    try:
+        await s.connected("worker2", False)
+    finally:
+        s.bed.start_apiserver("worker2")
+    await s.connected("worker2", True)
+    after = await s.get(s.workloads("manager"), wl_name)
+    state = next(c for c in after["status"]["admissionChecks"] if c["name"] == s.names["check"])
+    assert state["state"] == "Ready"
+    assert after["status"]["clusterName"] == before["status"]["clusterName"] == s.names["worker2"]
+
+
+async def test_a_worker_lost_past_the_timeout_is_retried_and_cleaned_when_back(scenario: Scenario) -> None:
+    s = scenario
+    wl_name = await _admitted_on_worker2(s, "lost")
+    s.bed.stop_apiserver("worker2", kill=True)
+    try:
+        await s.connected("worker2", False)
+        await s.check_state(wl_name, state="Retry", message='Admitting remote lost, Previously: "Ready"')
+        # Kueue's core answers Retry by evicting: quota released, checks reset to Pending, clusterName cleared.
+        current = await s.get(s.workloads("manager"), wl_name)
+        conditions = [{**c, "status": "False", "reason": "Pending"} if c["type"] == "QuotaReserved" else c
+                      for c in current["status"]["conditions"]]  # fmt: skip
+        checks = [{**c, "state": "Pending", "message": 'Reset to Pending after eviction. Previously: "Retry"'}
+                  for c in current["status"]["admissionChecks"]]  # fmt: skip
+        await s.workloads("manager").patch_status(wl_name, {"status": {
+            "conditions": conditions, "admissionChecks": checks, "admission": None, "clusterName": None}}, s.namespace)  # fmt: skip
+    finally:
+        s.bed.start_apiserver("worker2")
+    await s.wait(s.workloads("worker2"), wl_name, lambda w: w is None, "stale copy removed from worker2")
+    await s.wait(s.runs("worker2"), "lost", lambda r: r is None, "stale PipelineRun removed from worker2")
+
+
+async def test_a_worker_lost_across_a_controller_restart_is_not_evicted_at_once(scenario: Scenario) -> None:
+    s = scenario
+    wl_name = await _admitted_on_worker2(s, "restarted")
+    s.stop_manager()
+    s.bed.stop_apiserver("worker2", kill=True)
+    try:
+        await s.start_manager(wait_for=("worker1",))
+        # The new controller has never seen worker2: the grace period starts at its own start, so its first
+        # look at the Workload schedules another look instead of evicting.
+        assert s.manager is not None
+        controller = s.manager.workload_controller
+        await wait_until(lambda: controller.reconciles > 0 and controller.queue.delayed > 0, what="a delayed look")
+        await s.check_state(wl_name, state="Ready")
+        await s.check_state(wl_name, state="Retry", message='Admitting remote lost, Previously: "Ready"')
+    finally:
+        s.bed.start_apiserver("worker2")
+
+
+async def test_manager_objects_deleted_while_a_worker_is_away_are_collected_when_it_returns(
+    scenario: Scenario,
+) -> None:
+    s = scenario
+    wl_name = await _admitted_on_worker2(s, "gone")
+    s.bed.stop_apiserver("worker2", kill=True)
+    try:
+        await s.connected("worker2", False)
+        await s.workloads("manager").delete(wl_name, s.namespace)
+        await s.runs("manager").delete("gone", s.namespace)
+        assert await s.workloads("manager").get(wl_name, s.namespace) is None
+    finally:
+        s.bed.start_apiserver("worker2")
+    await s.connected("worker2", True)
+    await s.wait(s.workloads("worker2"), wl_name, lambda w: w is None, "worker2 Workload collected")
+    await s.wait(s.runs("worker2"), "gone", lambda r: r is None, "worker2 PipelineRun collected")
+
+
+async def test_a_controller_killed_mid_dispatch_neither_duplicates_nor_loses_the_run(
+    scenario: Scenario, tmp_path: Path
+) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    import yaml
+
+    s = scenario
+    s.stop_manager()  # this test runs the controller as a real process, to kill it for real
+    kubeconfig, config = tmp_path / "manager.kubeconfig", tmp_path / "config.yaml"
+    kubeconfig.write_text(yaml.safe_dump(s.bed.cluster("manager").kubeconfig))
+    config.write_text(
+        "multiKueue: {workerLostTimeout: 10s, externalFrameworks: [{name: PipelineRun.v1.tekton.dev}]}\n"
+        f"dispatcher: {{namespace: {s.namespace}, eventsBatchPeriod: 100ms}}\n"
+    )
+    argv = [sys.executable, "-m", "multikueue", "run", "--kubeconfig", str(kubeconfig), "--config-file", str(config),
+            "--log-format", "json"]  # fmt: skip
+    log = (tmp_path / "controller.log").open("w")
+    first = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    second = None
+    try:
+        _, workload = await s.submit("crash")
+        wl_name = workload["metadata"]["name"]
+        for worker in ("worker1", "worker2"):
+            await s.wait(s.workloads(worker), wl_name, lambda w: w is not None, f"copy on {worker}")
+        await kueue.admit(s.api["worker2"], wl_name, s.namespace)
+        created = await s.wait(
+            s.runs("worker2"), "crash", lambda r: r is not None, "PipelineRun on worker2", timeout=30
+        )
+        first.send_signal(signal.SIGKILL)  # right after the create, whatever else was in flight
+        first.wait(timeout=30)
+
+        second = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        await s.check_state(wl_name, state="Ready", message=f'The workload was admitted on "{s.names["worker2"]}"')
+        await s.wait(s.workloads("worker1"), wl_name, lambda w: w is None, "loser's copy removed")
+        survivor = await s.get(s.runs("worker2"), "crash")
+        assert survivor["metadata"]["uid"] == created["metadata"]["uid"], "the run was recreated"
+        assert await s.runs("worker1").get("crash", s.namespace) is None
+        await s.runs("worker2").patch_status("crash", {"status": running_status("crash")}, s.namespace)
+        await s.wait(s.runs("manager"), "crash", lambda r: "status" in r, "status mirrored by the new process")
+    finally:
+        for process in (first, second):
+            if process is not None and process.poll() is None:
+                process.terminate()
+                process.wait(timeout=30)
+        log.close()
