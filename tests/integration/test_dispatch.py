@@ -53,8 +53,9 @@ class Scenario:
             body["spec"]["managedBy"] = managed_by
         run = await self.runs("manager").create(body, self.namespace)
         workload = await self.workloads("manager").create(kueue.workload_for(run), self.namespace)
-        await kueue.reserve_quota(self.api["manager"], workload["metadata"]["name"], self.namespace,
-                                  checks=[self.names["check"]])  # fmt: skip
+        await kueue.reserve_quota(
+            self.api["manager"], workload["metadata"]["name"], self.namespace, checks=[self.names["check"]]
+        )
         return run, workload
 
     async def get(self, objects: Objects, name: str) -> Any:
@@ -67,8 +68,14 @@ class Scenario:
 
     async def check_state(self, workload: str, **expected: Any) -> Any:
         def ok(wl: Any) -> bool:
-            state = next((s for s in ((wl or {}).get("status") or {}).get("admissionChecks") or []
-                          if s["name"] == self.names["check"]), None)  # fmt: skip
+            state = next(
+                (
+                    s
+                    for s in ((wl or {}).get("status") or {}).get("admissionChecks") or []
+                    if s["name"] == self.names["check"]
+                ),
+                None,
+            )
             return state is not None and all(
                 str(state.get(k, "")).startswith(v) if k == "message" else state.get(k) == v
                 for k, v in expected.items()
@@ -79,14 +86,21 @@ class Scenario:
 
 @pytest.fixture
 async def scenario(
-    testbed: TestBed, namespace: str, manager_api: ApiClient, worker1_api: ApiClient, worker2_api: ApiClient,
+    testbed: TestBed,
+    namespace: str,
+    manager_api: ApiClient,
+    worker1_api: ApiClient,
+    worker2_api: ApiClient,
     tmp_path: Path,
-) -> AsyncIterator[Scenario]:  # fmt: skip
+) -> AsyncIterator[Scenario]:
     s = Scenario(testbed, namespace, manager_api, worker1_api, worker2_api)
     s.names = await kueue.multikueue_setup(
-        manager_api, namespace=namespace, prefix=namespace, controller_name=CONTROLLER,
+        manager_api,
+        namespace=namespace,
+        prefix=namespace,
+        controller_name=CONTROLLER,
         workers={w: testbed.cluster(w).kubeconfig for w in ("worker1", "worker2")},
-    )  # fmt: skip
+    )
     config = parse_configuration(
         "multiKueue: {gcInterval: 2s, workerLostTimeout: 10s,\n"
         "             externalFrameworks: [{name: PipelineRun.v1.tekton.dev}]}\n"
@@ -155,9 +169,19 @@ async def test_happy_path_on_two_workers(scenario: Scenario) -> None:
     assert mirrored["status"] == running_status("hello")
 
     # Finished on the worker: final status copied first, then the manager Workload finishes with the reason.
-    final = {**running_status("hello"), "completionTime": "2026-08-01T10:00:20Z", "conditions": [{
-        "type": "Succeeded", "status": "True", "reason": "Succeeded", "message": "Tasks Completed: 1 (Failed: 0, "
-        "Cancelled 0), Skipped: 0", "lastTransitionTime": "2026-08-01T10:00:20Z"}]}  # fmt: skip
+    final = {
+        **running_status("hello"),
+        "completionTime": "2026-08-01T10:00:20Z",
+        "conditions": [
+            {
+                "type": "Succeeded",
+                "status": "True",
+                "reason": "Succeeded",
+                "message": "Tasks Completed: 1 (Failed: 0, Cancelled 0), Skipped: 0",
+                "lastTransitionTime": "2026-08-01T10:00:20Z",
+            }
+        ],
+    }
     await s.runs("worker2").patch_status("hello", {"status": final}, s.namespace)
     await kueue.finish(s.api["worker2"], wl_name, s.namespace, reason="Succeeded", message="Job finished successfully")
 
@@ -205,8 +229,13 @@ async def test_an_owner_of_a_kind_not_configured_is_rejected(scenario: Scenario)
     owner = await k8s_client.CoreV1Api(s.api["manager"]).create_namespaced_config_map(
         s.namespace, {"metadata": {"name": "not-a-job"}}
     )
-    body = kueue.workload_for({"apiVersion": "v1", "kind": "ConfigMap",
-                               "metadata": {"name": "not-a-job", "namespace": s.namespace, "uid": owner.metadata.uid}})  # fmt: skip
+    body = kueue.workload_for(
+        {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": "not-a-job", "namespace": s.namespace, "uid": owner.metadata.uid},
+        }
+    )
     workload = await s.workloads("manager").create(body, s.namespace)
     await kueue.reserve_quota(s.api["manager"], workload["metadata"]["name"], s.namespace, checks=[s.names["check"]])
     await s.check_state(
@@ -230,8 +259,9 @@ async def test_quota_lost_on_the_manager_removes_the_copies(scenario: Scenario) 
         {**c, "status": "False", "reason": "Pending"} if c["type"] == "QuotaReserved" else c
         for c in current["status"]["conditions"]
     ]
-    await s.workloads("manager").patch_status(wl_name, {"status": {"conditions": conditions, "admission": None}},
-                                              s.namespace)  # fmt: skip
+    await s.workloads("manager").patch_status(
+        wl_name, {"status": {"conditions": conditions, "admission": None}}, s.namespace
+    )
     for worker in ("worker1", "worker2"):
         await s.wait(s.workloads(worker), wl_name, lambda w: w is None, f"copy removed from {worker}")
 
@@ -321,12 +351,19 @@ async def test_a_worker_lost_past_the_timeout_is_retried_and_cleaned_when_back(s
         await s.check_state(wl_name, state="Retry", message='Admitting remote lost, Previously: "Ready"')
         # Kueue's core answers Retry by evicting: quota released, checks reset to Pending, clusterName cleared.
         current = await s.get(s.workloads("manager"), wl_name)
-        conditions = [{**c, "status": "False", "reason": "Pending"} if c["type"] == "QuotaReserved" else c
-                      for c in current["status"]["conditions"]]  # fmt: skip
-        checks = [{**c, "state": "Pending", "message": 'Reset to Pending after eviction. Previously: "Retry"'}
-                  for c in current["status"]["admissionChecks"]]  # fmt: skip
-        await s.workloads("manager").patch_status(wl_name, {"status": {
-            "conditions": conditions, "admissionChecks": checks, "admission": None, "clusterName": None}}, s.namespace)  # fmt: skip
+        conditions = [
+            {**c, "status": "False", "reason": "Pending"} if c["type"] == "QuotaReserved" else c
+            for c in current["status"]["conditions"]
+        ]
+        checks = [
+            {**c, "state": "Pending", "message": 'Reset to Pending after eviction. Previously: "Retry"'}
+            for c in current["status"]["admissionChecks"]
+        ]
+        await s.workloads("manager").patch_status(
+            wl_name,
+            {"status": {"conditions": conditions, "admissionChecks": checks, "admission": None, "clusterName": None}},
+            s.namespace,
+        )
     finally:
         s.bed.start_apiserver("worker2")
     await s.wait(s.workloads("worker2"), wl_name, lambda w: w is None, "stale copy removed from worker2")
@@ -386,10 +423,20 @@ async def test_a_controller_killed_mid_dispatch_neither_duplicates_nor_loses_the
         "multiKueue: {workerLostTimeout: 10s, externalFrameworks: [{name: PipelineRun.v1.tekton.dev}]}\n"
         f"dispatcher: {{namespace: {s.namespace}, eventsBatchPeriod: 100ms}}\n"
     )
-    argv = [sys.executable, "-m", "multikueue", "run", "--kubeconfig", str(kubeconfig), "--config-file", str(config),
-            "--log-format", "json"]  # fmt: skip
+    argv = [
+        sys.executable,
+        "-m",
+        "multikueue",
+        "run",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--config-file",
+        str(config),
+        "--log-format",
+        "json",
+    ]
     log = (tmp_path / "controller.log").open("w")
-    first = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+    first = await anyio.open_process(argv, stdout=log, stderr=subprocess.STDOUT)
     second = None
     try:
         _, workload = await s.submit("crash")
@@ -401,9 +448,10 @@ async def test_a_controller_killed_mid_dispatch_neither_duplicates_nor_loses_the
             s.runs("worker2"), "crash", lambda r: r is not None, "PipelineRun on worker2", timeout=30
         )
         first.send_signal(signal.SIGKILL)  # right after the create, whatever else was in flight
-        first.wait(timeout=30)
+        with anyio.fail_after(30):
+            await first.wait()
 
-        second = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+        second = await anyio.open_process(argv, stdout=log, stderr=subprocess.STDOUT)
         await s.check_state(wl_name, state="Ready", message=f'The workload was admitted on "{s.names["worker2"]}"')
         await s.wait(s.workloads("worker1"), wl_name, lambda w: w is None, "loser's copy removed")
         survivor = await s.get(s.runs("worker2"), "crash")
@@ -413,7 +461,8 @@ async def test_a_controller_killed_mid_dispatch_neither_duplicates_nor_loses_the
         await s.wait(s.runs("manager"), "crash", lambda r: "status" in r, "status mirrored by the new process")
     finally:
         for process in (first, second):
-            if process is not None and process.poll() is None:
+            if process is not None and process.returncode is None:
                 process.terminate()
-                process.wait(timeout=30)
+                with anyio.fail_after(30):
+                    await process.wait()
         log.close()
