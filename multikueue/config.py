@@ -182,8 +182,9 @@ class Dispatcher(_Model):
     concurrency: int = Field(default=4, ge=1, le=256)
     worker_client: WorkerClient = WorkerClient()
     events_batch_period: Duration = 1.0
+    incremental_round_timeout: Duration = 300.0  # Kueue's fixed 5-minute round, configurable here
 
-    @field_validator("events_batch_period", mode="before")
+    @field_validator("events_batch_period", "incremental_round_timeout", mode="before")
     @classmethod
     def _durations(cls, value: Any) -> float:
         return _duration(value)

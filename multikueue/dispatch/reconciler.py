@@ -14,7 +14,7 @@ from typing import Any
 import structlog
 
 from multikueue.clusters.connections import WorkerConnection
-from multikueue.config import Configuration, GroupVersionKind
+from multikueue.config import DISPATCHER_ALL_AT_ONCE, DISPATCHER_INCREMENTAL, Configuration, GroupVersionKind
 from multikueue.dispatch import workloads as wl
 from multikueue.dispatch.adapter import ORIGIN_LABEL, PREBUILT_WORKLOAD, GenericAdapter
 from multikueue.kube import events
@@ -54,6 +54,7 @@ class WorkloadReconciler:
         self.manager_resources = manager_resources
         self.adapters = {g: GenericAdapter(g, config.dispatcher.managed_by) for g in config.multi_kueue.gvks}
         self.deleted: dict[ObjectKey, Object] = {}
+        self.rounds: dict[ObjectKey, float] = {}  # incremental dispatch: when each Workload's round began
         self.workload_api = Objects(api, WORKLOADS)
         self.origin = config.multi_kueue.origin
         self.controller_name = config.dispatcher.controller_name
@@ -105,8 +106,11 @@ class WorkloadReconciler:
             for cluster in connected:
                 await self._remove_remote(cluster, adapter, job_key, key)
             self.deleted.pop(key, None)
+            self.rounds.pop(key, None)
             return Result()
-        return await self._reconcile_group(local, check_name, state, adapter, job_key, connected, unavailable, remotes)
+        return await self._reconcile_group(
+            local, check_name, state, adapter, job_key, clusters, connected, unavailable, remotes
+        )
 
     # ------------------------------------------------------------------------------------ the steps
 
@@ -117,6 +121,7 @@ class WorkloadReconciler:
         state: Object,
         adapter: GenericAdapter,
         job_key: ObjectKey,
+        clusters: list[str],
         connected: dict[str, WorkerConnection],
         unavailable: list[str],
         remotes: dict[str, Object | None],
@@ -127,6 +132,7 @@ class WorkloadReconciler:
 
         # 2. Finished or without quota: nothing should run on any worker.
         if wl.is_true(local, wl.FINISHED) or not wl.is_true(local, wl.QUOTA_RESERVED):
+            self.rounds.pop(key, None)
             for cluster in connected:
                 await self._remove_remote(cluster, adapter, job_key, key)
             return Result(requeue_after=lost_timeout if unavailable else None)
@@ -202,11 +208,15 @@ class WorkloadReconciler:
         others = [s for s in status.get("admissionChecks") or [] if s.get("name") != check_name]
         if any(s.get("state") != wl.READY for s in others):
             return Result()  # Kueue waits for every other check first (#9866)
-        if self.config.multi_kueue.dispatcher_name == "kueue.x-k8s.io/multikueue-dispatcher-all-at-once":
+        requeue: float | None = None
+        dispatcher = self.config.multi_kueue.dispatcher_name
+        if dispatcher == DISPATCHER_ALL_AT_ONCE:
             nominated = sorted(connected)
             if sorted(status.get("nominatedClusterNames") or []) != nominated:
                 await self._patch_workload_status(local, {"nominatedClusterNames": nominated or None})
-        else:
+        elif dispatcher == DISPATCHER_INCREMENTAL:
+            nominated, requeue = await self._nominate_incrementally(local, clusters)
+        else:  # an external dispatcher writes the nominations; this controller follows them
             nominated = list(status.get("nominatedClusterNames") or [])
         missing = [c for c in nominated if c not in connected]
         for cluster, connection in connected.items():
@@ -224,7 +234,26 @@ class WorkloadReconciler:
                 await self._remove_remote(cluster, adapter, job_key, key)
         if missing:
             raise ConnectionError(f"cluster {missing[0]}: no remote client for nominated cluster")
-        return Result()
+        return Result(requeue_after=requeue)
+
+    async def _nominate_incrementally(self, local: Object, clusters: list[str]) -> tuple[list[str], float | None]:
+        """Kueue's incremental dispatcher: every round, nominate the next ``stepSize`` workers in config order."""
+        key = ObjectKey.of(local)
+        current = list((local.get("status") or {}).get("nominatedClusterNames") or [])
+        round_length = self.config.dispatcher.incremental_round_timeout
+        started = self.rounds.get(key)
+        now = time.monotonic()
+        if started is not None and now - started <= round_length:
+            return current, round_length - (now - started)
+        remaining = [c for c in clusters if c not in current]
+        if not remaining:
+            return current, None  # Kueue reports "no more workers to nominate"; nothing left to add
+        config = self.config.multi_kueue.incremental_dispatcher_config
+        step = config.step_size if config else 3
+        nominated = current + remaining[:step]
+        await self._patch_workload_status(local, {"nominatedClusterNames": nominated})
+        self.rounds[key] = now
+        return nominated, round_length
 
     async def collect_garbage(self) -> None:
         """Delete worker objects of this origin whose manager Workload is gone or being deleted (Kueue's runGC),

@@ -210,3 +210,12 @@ async def multikueue_setup(
         }
     )
     return names
+
+
+async def multikueue_teardown(api: ApiClient, names: dict[str, str]) -> None:
+    """Delete what ``multikueue_setup`` made outside the namespace (cluster-scoped objects outlive a test)."""
+    await Objects(api, ADMISSION_CHECKS).delete(names["check"])
+    await Objects(api, MULTIKUEUE_CONFIGS).delete(names["config"])
+    for key, name in names.items():
+        if key not in ("check", "config"):
+            await Objects(api, MULTIKUEUE_CLUSTERS).delete(name)

@@ -22,6 +22,12 @@ from multikueue.testing.waiting import eventually
 CONTROLLER = "multikueue.x-k8s.io/external-dispatcher"
 
 
+async def _listed(objects: Objects) -> list[dict[str, Any]]:
+    r = objects.resource
+    listed = await k8s_client.CustomObjectsApi(objects.api).list_cluster_custom_object(r.group, r.version, r.plural)
+    return list(listed["items"])
+
+
 class Harness:
     def __init__(self, bed: TestBed, api: ApiClient, namespace: str) -> None:
         self.bed = bed
@@ -98,6 +104,10 @@ async def harness(
 
         yield start
         tg.cancel_scope.cancel()
+    for objects in (h.checks, h.configs, h.clusters):  # cluster-scoped: they would outlive the test
+        for obj in await _listed(objects):
+            if obj["metadata"]["name"].startswith(f"{namespace}-"):
+                await objects.delete(obj["metadata"]["name"])
 
 
 async def test_a_reachable_worker_becomes_active(testbed: TestBed, harness: Any) -> None:

@@ -8,6 +8,7 @@ from typing import Any
 
 import anyio
 import pytest
+import yaml
 
 from multikueue.config import parse_configuration
 from multikueue.kube.client import ApiClient
@@ -84,8 +85,18 @@ class Scenario:
         return await self.wait(self.workloads("manager"), workload, ok, f"check {expected}")
 
 
+DEFAULT_CONFIG = "multiKueue: {gcInterval: 2s, workerLostTimeout: 10s}"
+
+
+@pytest.fixture
+def multikueue_config() -> str:
+    """The ``multiKueue`` section for the scenario; a test overrides it by parametrizing this name."""
+    return DEFAULT_CONFIG
+
+
 @pytest.fixture
 async def scenario(
+    multikueue_config: str,
     testbed: TestBed,
     namespace: str,
     manager_api: ApiClient,
@@ -101,11 +112,15 @@ async def scenario(
         controller_name=CONTROLLER,
         workers={w: testbed.cluster(w).kubeconfig for w in ("worker1", "worker2")},
     )
-    config = parse_configuration(
-        "multiKueue: {gcInterval: 2s, workerLostTimeout: 10s,\n"
-        "             externalFrameworks: [{name: PipelineRun.v1.tekton.dev}]}\n"
-        f"dispatcher: {{namespace: {namespace}, eventsBatchPeriod: 100ms, workerClient: {{timeout: 3s}}}}"
-    )
+    multikueue = yaml.safe_load(multikueue_config)["multiKueue"]
+    multikueue.setdefault("externalFrameworks", [{"name": "PipelineRun.v1.tekton.dev"}])
+    dispatcher = {
+        "namespace": namespace,
+        "eventsBatchPeriod": "100ms",
+        "incrementalRoundTimeout": "3s",
+        "workerClient": {"timeout": "3s"},
+    }
+    config = parse_configuration(yaml.safe_dump({"multiKueue": multikueue, "dispatcher": dispatcher}))
     async with anyio.create_task_group() as tg:
 
         async def start(*, wait_for: tuple[str, ...] = ("worker1", "worker2")) -> None:
@@ -131,6 +146,7 @@ async def scenario(
         await start()
         yield s
         tg.cancel_scope.cancel()
+    await kueue.multikueue_teardown(manager_api, s.names)
 
 
 async def test_happy_path_on_two_workers(scenario: Scenario) -> None:
@@ -466,3 +482,60 @@ async def test_a_controller_killed_mid_dispatch_neither_duplicates_nor_loses_the
                 with anyio.fail_after(30):
                     await process.wait()
         log.close()
+
+
+@pytest.mark.parametrize(
+    "multikueue_config",
+    [
+        "multiKueue: {dispatcherName: kueue.x-k8s.io/multikueue-dispatcher-incremental, "
+        "incrementalDispatcherConfig: {stepSize: 1}}"
+    ],
+)
+async def test_incremental_dispatch_nominates_workers_in_config_order_round_by_round(scenario: Scenario) -> None:
+    s = scenario
+    _, workload = await s.submit("stepwise")
+    wl_name = workload["metadata"]["name"]
+    first = await s.wait(
+        s.workloads("manager"), wl_name, lambda w: (w["status"].get("nominatedClusterNames") or []) != [], "first round"
+    )
+    assert first["status"]["nominatedClusterNames"] == [s.names["worker1"]]
+    await s.wait(s.workloads("worker1"), wl_name, lambda w: w is not None, "copy on worker1")
+    assert await s.workloads("worker2").get(wl_name, s.namespace) is None
+
+    second = await s.wait(
+        s.workloads("manager"),
+        wl_name,
+        lambda w: len(w["status"].get("nominatedClusterNames") or []) == 2,
+        "second round",
+    )
+    assert second["status"]["nominatedClusterNames"] == [s.names["worker1"], s.names["worker2"]]
+    await s.wait(s.workloads("worker2"), wl_name, lambda w: w is not None, "copy on worker2")
+
+    await kueue.admit(s.api["worker2"], wl_name, s.namespace)
+    admitted = await s.check_state(wl_name, state="Ready")
+    assert "nominatedClusterNames" not in admitted["status"]
+    assert admitted["status"]["clusterName"] == s.names["worker2"]
+
+
+@pytest.mark.parametrize("multikueue_config", ["multiKueue: {dispatcherName: example.com/my-dispatcher}"])
+async def test_an_external_dispatcher_decides_where_copies_go(scenario: Scenario) -> None:
+    s = scenario
+    _, workload = await s.submit("steered")
+    wl_name = workload["metadata"]["name"]
+    assert s.manager is not None
+    controller = s.manager.workload_controller
+    await wait_until(lambda: controller.reconciles > 0 and len(controller.queue) == 0, what="the Workload seen")
+    for worker in ("worker1", "worker2"):
+        assert await s.workloads(worker).get(wl_name, s.namespace) is None, "no nominations, no copies"
+
+    await s.workloads("manager").patch_status(
+        wl_name, {"status": {"nominatedClusterNames": [s.names["worker2"]]}}, s.namespace
+    )
+    await s.wait(s.workloads("worker2"), wl_name, lambda w: w is not None, "copy on worker2")
+    assert await s.workloads("worker1").get(wl_name, s.namespace) is None
+
+    await s.workloads("manager").patch_status(
+        wl_name, {"status": {"nominatedClusterNames": [s.names["worker1"]]}}, s.namespace
+    )
+    await s.wait(s.workloads("worker1"), wl_name, lambda w: w is not None, "copy on worker1")
+    await s.wait(s.workloads("worker2"), wl_name, lambda w: w is None, "copy removed from worker2")
