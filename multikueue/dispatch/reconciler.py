@@ -7,13 +7,15 @@ manager's origin label are never touched.
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from typing import Any
 
 import structlog
+from kubernetes_asyncio.client.exceptions import ApiException
 
-from multikueue.clusters.connections import WorkerConnection
+from multikueue.clusters.connections import KindUnavailable, WorkerConnection, discover_resource
 from multikueue.config import DISPATCHER_ALL_AT_ONCE, DISPATCHER_INCREMENTAL, Configuration, GroupVersionKind
 from multikueue.dispatch import workloads as wl
 from multikueue.dispatch.adapter import ORIGIN_LABEL, PREBUILT_WORKLOAD, GenericAdapter
@@ -32,6 +34,17 @@ MESSAGE_LIMIT = 32768
 
 class OwnershipConflict(Exception):
     """A same-named object on a worker that this manager did not create."""
+
+
+class StatusRejected(Exception):
+    """The manager refused the worker's status (validation, admission webhook, RBAC)."""
+
+
+def _reason(error: ApiException) -> str:
+    try:
+        return str(json.loads(error.body or "{}").get("message") or error.reason)
+    except (TypeError, ValueError, AttributeError):
+        return str(error.reason)
 
 
 class WorkloadReconciler:
@@ -89,7 +102,9 @@ class WorkloadReconciler:
             return Result()
         job_key = ObjectKey(key.namespace, owner[1])
         if not deleted:
-            job = await Objects(self.api, self.manager_resources[adapter.gvk]).get(job_key.name, job_key.namespace)
+            job = await Objects(self.api, await self._manager_resource(adapter.gvk)).get(
+                job_key.name, job_key.namespace
+            )
             if job is None:
                 raise LookupError(f"owner {adapter.gvk.kind} {job_key} not found")
             managed, reason = adapter.is_managed(job)
@@ -211,7 +226,9 @@ class WorkloadReconciler:
         requeue: float | None = None
         dispatcher = self.config.multi_kueue.dispatcher_name
         if dispatcher == DISPATCHER_ALL_AT_ONCE:
-            nominated = sorted(connected)
+            # A worker that lacks this kind's CRD cannot run it: it is not nominated for it (Kueue instead
+            # marks the whole worker inactive, #3582).
+            nominated = sorted(c for c, conn in connected.items() if adapter.gvk in conn.resources)
             if sorted(status.get("nominatedClusterNames") or []) != nominated:
                 await self._patch_workload_status(local, {"nominatedClusterNames": nominated or None})
         elif dispatcher == DISPATCHER_INCREMENTAL:
@@ -279,6 +296,15 @@ class WorkloadReconciler:
 
     # ------------------------------------------------------------------------------------- helpers
 
+    async def _manager_resource(self, gvk: GroupVersionKind) -> Resource:
+        """The kind's resource on the manager, discovered on first use (its CRD may arrive after start-up)."""
+        if gvk not in self.manager_resources:
+            try:
+                self.manager_resources[gvk] = await discover_resource(self.api, gvk)
+            except KindUnavailable as e:
+                raise LookupError(f"{e} on the manager cluster") from None
+        return self.manager_resources[gvk]
+
     def _our_check(self, local: Object) -> tuple[str, Object, list[str]] | None:
         """The first admission check on the Workload whose AdmissionCheck names this controller."""
         for name in wl.check_names(local):
@@ -306,7 +332,7 @@ class WorkloadReconciler:
         remote = informer.get(job_key) if informer else None
         if remote is None:
             remote = await remote_api.get(job_key.name, job_key.namespace)
-        manager_api = Objects(self.api, self.manager_resources[adapter.gvk])
+        manager_api = Objects(self.api, await self._manager_resource(adapter.gvk))
         local_job = await manager_api.get(job_key.name, job_key.namespace)
         if local_job is None:
             raise LookupError(f"owner {adapter.gvk.kind} {job_key} not found on the manager")
@@ -324,7 +350,18 @@ class WorkloadReconciler:
             return
         patch = adapter.status_patch(local_job, remote)
         if patch is not None:
-            await manager_api.patch_status(job_key.name, patch, job_key.namespace)
+            try:
+                await manager_api.patch_status(job_key.name, patch, job_key.namespace)
+            except ApiException as e:
+                if e.status not in (400, 403, 422):
+                    raise
+                # Never dropped silently: reported on the Workload, and retried with backoff by raising.
+                message = (
+                    f"status of {adapter.gvk.kind} {job_key} from worker {cluster} was rejected by the manager: "
+                    f"HTTP {e.status}: {_reason(e)}"
+                )
+                await self._event(local_wl, "Warning", message)
+                raise StatusRejected(message) from None
             log.info("status mirrored from worker", cluster=cluster, kind=adapter.gvk.kind, object=str(job_key))
 
     async def _remove_remote(self, cluster: str, adapter: GenericAdapter, job_key: ObjectKey, key: ObjectKey) -> None:

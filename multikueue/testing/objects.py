@@ -66,3 +66,39 @@ def running_status(name: str) -> dict[str, Any]:
             }
         ],
     }
+
+
+WIDGET_GROUP = "examples.multikueue.x-k8s.io"
+WIDGETS = ResourceAddress(group=WIDGET_GROUP, version="v1", plural="widgets")
+
+
+def widget_crd(*, strict_status: bool) -> dict[str, Any]:
+    """A small job-like kind of this project's own (tests only). ``strict_status`` limits ``status.phase`` to
+    Pending/Running/Done, so a worker with the loose variant can report a status the manager refuses."""
+    phase: dict[str, Any] = {"type": "string"}
+    if strict_status:
+        phase["enum"] = ["Pending", "Running", "Done"]
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"widgets.{WIDGET_GROUP}"},
+        "spec": {
+            "group": WIDGET_GROUP,
+            "scope": "Namespaced",
+            "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
+            "versions": [{
+                "name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                    "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
+                    "status": {"type": "object", "properties": {"phase": phase, "message": {"type": "string"}}},
+                }}},
+            }],
+        },
+    }  # fmt: skip
+
+
+def widget(name: str, *, managed_by: str | None = "kueue.x-k8s.io/multikueue") -> dict[str, Any]:
+    spec: dict[str, Any] = {"size": 3}
+    if managed_by:
+        spec["managedBy"] = managed_by
+    return {"apiVersion": f"{WIDGET_GROUP}/v1", "kind": "Widget", "metadata": {"name": name}, "spec": spec}

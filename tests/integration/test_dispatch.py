@@ -539,3 +539,96 @@ async def test_an_external_dispatcher_decides_where_copies_go(scenario: Scenario
     )
     await s.wait(s.workloads("worker1"), wl_name, lambda w: w is not None, "copy on worker1")
     await s.wait(s.workloads("worker2"), wl_name, lambda w: w is None, "copy removed from worker2")
+
+
+@pytest.fixture
+async def widgets(scenario: Scenario) -> Any:
+    """The Widget kind: strict on the manager, loose on worker1, absent from worker2."""
+    from multikueue.testing import crds
+    from multikueue.testing.objects import widget_crd
+
+    await crds.install_crds(scenario.api["manager"], [widget_crd(strict_status=True)])
+    await crds.install_crds(scenario.api["worker1"], [widget_crd(strict_status=False)])
+    return Resource("examples.multikueue.x-k8s.io", "v1", "widgets", "Widget")
+
+
+WIDGET_KIND = (
+    "multiKueue: {gcInterval: 2s, workerLostTimeout: 10s, externalFrameworks: "
+    "[{name: PipelineRun.v1.tekton.dev}, {name: Widget.v1.examples.multikueue.x-k8s.io}]}"
+)
+
+
+@pytest.mark.parametrize("multikueue_config", [WIDGET_KIND])
+async def test_a_kind_missing_on_a_worker_is_dispatched_only_where_it_exists(
+    scenario: Scenario, widgets: Resource
+) -> None:
+    from multikueue.testing.objects import widget
+
+    s = scenario
+    # The kind was installed after the controller started: its next look at the workers finds it.
+    assert s.manager is not None
+    await s.manager.cluster_reconciler.reconcile(s.names["worker1"])  # type: ignore[union-attr]
+    run = await Objects(s.api["manager"], widgets).create(widget("w"), s.namespace)
+    workload = await s.workloads("manager").create(kueue.workload_for(run), s.namespace)
+    wl_name = workload["metadata"]["name"]
+    await kueue.reserve_quota(s.api["manager"], wl_name, s.namespace, checks=[s.names["check"]])
+    nominated = await s.wait(
+        s.workloads("manager"), wl_name, lambda w: w["status"].get("nominatedClusterNames"), "nominations"
+    )
+    assert nominated["status"]["nominatedClusterNames"] == [s.names["worker1"]]
+    assert await s.workloads("worker2").get(wl_name, s.namespace) is None
+
+    await s.wait(s.workloads("worker1"), wl_name, lambda w: w is not None, "copy on worker1")
+    await kueue.admit(s.api["worker1"], wl_name, s.namespace)
+    await s.check_state(wl_name, state="Ready", message=f'The workload was admitted on "{s.names["worker1"]}"')
+    remote = await s.wait(Objects(s.api["worker1"], widgets), "w", lambda r: r is not None, "Widget on worker1")
+    assert remote["spec"] == {"size": 3}
+
+
+@pytest.mark.parametrize("multikueue_config", [WIDGET_KIND])
+async def test_a_status_the_manager_rejects_is_reported_and_retried(scenario: Scenario, widgets: Resource) -> None:
+    from multikueue.testing.objects import widget
+
+    s = scenario
+    assert s.manager is not None
+    await s.manager.cluster_reconciler.reconcile(s.names["worker1"])  # type: ignore[union-attr]
+    run = await Objects(s.api["manager"], widgets).create(widget("picky"), s.namespace)
+    workload = await s.workloads("manager").create(kueue.workload_for(run), s.namespace)
+    wl_name = workload["metadata"]["name"]
+    await kueue.reserve_quota(s.api["manager"], wl_name, s.namespace, checks=[s.names["check"]])
+    await s.wait(s.workloads("worker1"), wl_name, lambda w: w is not None, "copy on worker1")
+    await kueue.admit(s.api["worker1"], wl_name, s.namespace)
+    worker_widgets = Objects(s.api["worker1"], widgets)
+    await s.wait(worker_widgets, "picky", lambda r: r is not None, "Widget on worker1")
+
+    await worker_widgets.patch_status("picky", {"status": {"phase": "Exploded"}}, s.namespace)
+    events = await eventually(
+        lambda: _events(s.api["manager"], s.namespace, wl_name),
+        until=lambda found: any("rejected by the manager: HTTP 422" in (e.message or "") for e in found),
+        what="a Warning about the rejected status",
+    )
+    rejected = next(e for e in events if "rejected by the manager" in (e.message or ""))
+    assert rejected.type == "Warning"
+    assert "Exploded" in rejected.message
+    manager_widget = await s.get(Objects(s.api["manager"], widgets), "picky")
+    assert "status" not in manager_widget
+
+    await worker_widgets.patch_status("picky", {"status": {"phase": "Done"}}, s.namespace)
+    mirrored = await s.wait(Objects(s.api["manager"], widgets), "picky", lambda r: "status" in r, "retried sync")
+    assert mirrored["status"] == {"phase": "Done"}
+
+
+async def test_eviction_on_the_manager_deactivates_the_worker_copy(scenario: Scenario) -> None:
+    s = scenario
+    wl_name = await _admitted_on_worker2(s, "preempted")
+    await kueue.evict(s.api["manager"], wl_name, s.namespace, reason="Preempted", message="Preempted by a higher one")
+
+    def deactivated(w: Any) -> bool:
+        return any(c["type"] == "DeactivationTarget" and c["status"] == "True" for c in w["status"]["conditions"])
+
+    remote = await s.wait(s.workloads("worker2"), wl_name, deactivated, "DeactivationTarget on worker2")
+    condition = next(c for c in remote["status"]["conditions"] if c["type"] == "DeactivationTarget")
+    assert (condition["reason"], condition["message"]) == (
+        "EvictedOnManagerCluster",
+        "Evicted on manager: Preempted by a higher one",
+    )
