@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import aiohttp
+import anyio
 from kubernetes_asyncio import watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -42,7 +43,8 @@ class ApiListSource:
 
     async def watch(self, *, resource_version: str, timeout_seconds: int) -> AsyncIterator[Object]:
         read_timeout = aiohttp.ClientTimeout(connect=10, sock_connect=10, sock_read=timeout_seconds + 15)
-        async with watch.Watch() as stream:
+        stream = watch.Watch()
+        try:
             async for event in stream.stream(
                 self._method,
                 *self._args,
@@ -53,3 +55,8 @@ class ApiListSource:
                 _request_timeout=read_timeout,
             ):
                 yield {"type": event["type"], "object": event["raw_object"]}
+        finally:
+            # Shielded: a watch cancelled mid-stream (shutdown, kubeconfig rotation) must still release its
+            # response and the HTTP session Watch() opens for itself, or every restart leaks one.
+            with anyio.CancelScope(shield=True):
+                await stream.close()
