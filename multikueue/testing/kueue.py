@@ -78,62 +78,35 @@ async def _patch_status(api: ApiClient, name: str, namespace: str, change: Any) 
     return await workloads.patch_status(name, patch, namespace)
 
 
+def _reserved(status: Object, queue: str) -> Object:
+    """Status fields of a quota reservation in ``queue``: the condition and the admission."""
+    condition = {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
+                 "message": f"Quota reserved in ClusterQueue {queue}"}  # fmt: skip
+    assignment = {"name": "main", "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "1"}, "count": 1}
+    return {
+        "conditions": set_condition(status.get("conditions"), condition),
+        "admission": {"clusterQueue": queue, "podSetAssignments": [assignment]},
+    }
+
+
 async def reserve_quota(api: ApiClient, name: str, namespace: str, *, checks: list[str], queue: str = "cq") -> Object:
     """The manager's scheduler reserving quota: QuotaReserved, admission, and each admission check Pending."""
     now = now_rfc3339()
 
     def change(status: Object) -> Object:
-        conditions = set_condition(
-            status.get("conditions"),
-            {
-                "type": "QuotaReserved",
-                "status": "True",
-                "reason": "QuotaReserved",
-                "message": f"Quota reserved in ClusterQueue {queue}",
-            },
-        )
-        return {
-            "conditions": conditions,
-            "admission": {
-                "clusterQueue": queue,
-                "podSetAssignments": [
-                    {"name": "main", "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "1"}, "count": 1}
-                ],
-            },
-            "admissionChecks": [
-                {"name": c, "state": "Pending", "message": "", "lastTransitionTime": now} for c in checks
-            ],
-        }
+        pending = [{"name": c, "state": "Pending", "message": "", "lastTransitionTime": now} for c in checks]
+        return {**_reserved(status, queue), "admissionChecks": pending}
 
     return await _patch_status(api, name, namespace, change)
 
 
-async def admit(api: ApiClient, name: str, namespace: str) -> Object:
-    """A worker's Kueue admitting its copy (no checks there): QuotaReserved and Admitted."""
+async def admit(api: ApiClient, name: str, namespace: str, *, queue: str = "cq") -> Object:
+    """A worker's Kueue admitting its copy (no checks there): QuotaReserved, then Admitted."""
 
     def change(status: Object) -> Object:
-        conditions = set_condition(
-            status.get("conditions"),
-            {
-                "type": "QuotaReserved",
-                "status": "True",
-                "reason": "QuotaReserved",
-                "message": "Quota reserved in ClusterQueue cq",
-            },
-        )
-        conditions = set_condition(
-            conditions,
-            {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "The workload is admitted"},
-        )
-        return {
-            "conditions": conditions,
-            "admission": {
-                "clusterQueue": "cq",
-                "podSetAssignments": [
-                    {"name": "main", "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "1"}, "count": 1}
-                ],
-            },
-        }
+        reserved = _reserved(status, queue)
+        admitted = {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "The workload is admitted"}
+        return {**reserved, "conditions": set_condition(reserved["conditions"], admitted)}
 
     return await _patch_status(api, name, namespace, change)
 

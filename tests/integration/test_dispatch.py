@@ -52,12 +52,15 @@ class Scenario:
         body = pipelinerun(name, labels={"kueue.x-k8s.io/queue-name": "user-queue"})
         if managed_by:
             body["spec"]["managedBy"] = managed_by
-        run = await self.runs("manager").create(body, self.namespace)
-        workload = await self.workloads("manager").create(kueue.workload_for(run), self.namespace)
+        return await self.submit_object(PIPELINERUNS, body)
+
+    async def submit_object(self, resource: Resource, body: Any) -> tuple[Any, Any]:
+        obj = await Objects(self.api["manager"], resource).create(body, self.namespace)
+        workload = await self.workloads("manager").create(kueue.workload_for(obj), self.namespace)
         await kueue.reserve_quota(
             self.api["manager"], workload["metadata"]["name"], self.namespace, checks=[self.names["check"]]
         )
-        return run, workload
+        return obj, workload
 
     async def get(self, objects: Objects, name: str) -> Any:
         found = await objects.get(name, self.namespace)
@@ -568,10 +571,8 @@ async def test_a_kind_missing_on_a_worker_is_dispatched_only_where_it_exists(
     # The kind was installed after the controller started: its next look at the workers finds it.
     assert s.manager is not None
     await s.manager.cluster_reconciler.reconcile(s.names["worker1"])  # type: ignore[union-attr]
-    run = await Objects(s.api["manager"], widgets).create(widget("w"), s.namespace)
-    workload = await s.workloads("manager").create(kueue.workload_for(run), s.namespace)
+    _, workload = await s.submit_object(widgets, widget("w"))
     wl_name = workload["metadata"]["name"]
-    await kueue.reserve_quota(s.api["manager"], wl_name, s.namespace, checks=[s.names["check"]])
     nominated = await s.wait(
         s.workloads("manager"), wl_name, lambda w: w["status"].get("nominatedClusterNames"), "nominations"
     )
@@ -592,10 +593,8 @@ async def test_a_status_the_manager_rejects_is_reported_and_retried(scenario: Sc
     s = scenario
     assert s.manager is not None
     await s.manager.cluster_reconciler.reconcile(s.names["worker1"])  # type: ignore[union-attr]
-    run = await Objects(s.api["manager"], widgets).create(widget("picky"), s.namespace)
-    workload = await s.workloads("manager").create(kueue.workload_for(run), s.namespace)
+    _, workload = await s.submit_object(widgets, widget("picky"))
     wl_name = workload["metadata"]["name"]
-    await kueue.reserve_quota(s.api["manager"], wl_name, s.namespace, checks=[s.names["check"]])
     await s.wait(s.workloads("worker1"), wl_name, lambda w: w is not None, "copy on worker1")
     await kueue.admit(s.api["worker1"], wl_name, s.namespace)
     worker_widgets = Objects(s.api["worker1"], widgets)
