@@ -24,7 +24,7 @@ from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from multikueue.config import GroupVersionKind
-from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
+from multikueue.kube.client import ApiClient, api_client_from_kubeconfig, rate_limit
 from multikueue.kube.resources import WORKLOADS, Objects, Resource
 from multikueue.runtime.informer import Informer
 
@@ -76,6 +76,8 @@ class WorkerConnection:
         origin: str,
         gvks: tuple[GroupVersionKind, ...],
         timeout: float,
+        qps: float = 50.0,
+        burst: int = 100,
         on_state_change: Callable[[], None],
         on_remote_event: RemoteEventHandler | None = None,
         temp_dir: Path | None = None,
@@ -86,6 +88,7 @@ class WorkerConnection:
         self.origin = origin
         self.gvks = gvks
         self.timeout = timeout
+        self.limiter = rate_limit(qps, burst)  # one bucket per worker, shared by every call to it
         self.on_state_change = on_state_change
         self.on_remote_event = on_remote_event
         self.temp_dir = temp_dir
@@ -144,7 +147,9 @@ class WorkerConnection:
     async def connect(self, task_group: TaskGroup) -> None:
         """One attempt: build the client, check the server answers, start the informers. Raises ``ConnectionFailed``."""
         timeout = aiohttp.ClientTimeout(total=self.timeout, connect=min(5.0, self.timeout))
-        api = await api_client_from_kubeconfig(self.kubeconfig, timeout=timeout, temp_dir=self.temp_dir)
+        api = await api_client_from_kubeconfig(
+            self.kubeconfig, timeout=timeout, temp_dir=self.temp_dir, limiter=self.limiter
+        )
         try:
             await k8s_client.VersionApi(api).get_code()
         except (ApiException, aiohttp.ClientError, TimeoutError, OSError) as e:

@@ -89,6 +89,8 @@ class ClusterReconciler:
                 origin=self.config.multi_kueue.origin,
                 gvks=self.config.multi_kueue.gvks,
                 timeout=self.config.dispatcher.worker_client.timeout,
+                qps=self.config.dispatcher.worker_client.qps,
+                burst=self.config.dispatcher.worker_client.burst,
                 on_state_change=lambda: self.on_connection_change(name),
                 on_remote_event=self.on_remote_event,
                 temp_dir=self.temp_dir,

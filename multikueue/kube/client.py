@@ -7,10 +7,13 @@ client fills in a default for every call that does not set its own; watches pass
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
-from typing import Any
+from types import TracebackType
+from typing import Any, Protocol
 
 import aiohttp
+from aiolimiter import AsyncLimiter
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio.config import kube_config
 from kubernetes_asyncio.config.incluster_config import InClusterConfigLoader
@@ -34,12 +37,34 @@ def _client_timeout(timeout: Timeout | tuple[float]) -> float | aiohttp.ClientTi
     return timeout
 
 
-class ApiClient(k8s_client.ApiClient):
-    """``kubernetes_asyncio.client.ApiClient`` with a default timeout on every request."""
+class RateLimit(Protocol):
+    """An async context manager entered before each request (``aiolimiter.AsyncLimiter`` is one)."""
 
-    def __init__(self, configuration: k8s_client.Configuration, *, timeout: Timeout = DEFAULT_TIMEOUT) -> None:
+    async def __aenter__(self) -> Any: ...
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> Any: ...
+
+
+def rate_limit(qps: float, burst: int) -> AsyncLimiter:
+    """``burst`` requests at once, refilled at ``qps`` per second (client-go's token-bucket semantics)."""
+    return AsyncLimiter(max_rate=burst, time_period=burst / qps)
+
+
+class ApiClient(k8s_client.ApiClient):
+    """``kubernetes_asyncio.client.ApiClient`` with a default timeout on every request, and optionally a rate limit."""
+
+    def __init__(
+        self,
+        configuration: k8s_client.Configuration,
+        *,
+        timeout: Timeout = DEFAULT_TIMEOUT,
+        limiter: RateLimit | None = None,
+    ) -> None:
         super().__init__(configuration=configuration)
         self.default_timeout = timeout
+        self.limiter = limiter
 
     def request(
         self,
@@ -52,7 +77,8 @@ class ApiClient(k8s_client.ApiClient):
         _preload_content: bool = True,
         _request_timeout: Timeout | tuple[float] | None = None,
     ) -> Any:
-        return super().request(
+        call = functools.partial(
+            super().request,
             method,
             url,
             query_params=query_params,
@@ -62,6 +88,12 @@ class ApiClient(k8s_client.ApiClient):
             _preload_content=_preload_content,
             _request_timeout=_client_timeout(self.default_timeout if _request_timeout is None else _request_timeout),
         )
+        return call() if self.limiter is None else self._limited(call)
+
+    async def _limited(self, call: Any) -> Any:
+        assert self.limiter is not None
+        async with self.limiter:
+            return await call()
 
 
 async def api_client_from_kubeconfig(
@@ -70,6 +102,7 @@ async def api_client_from_kubeconfig(
     context: str | None = None,
     timeout: Timeout = DEFAULT_TIMEOUT,
     temp_dir: Path | None = None,
+    limiter: RateLimit | None = None,
 ) -> ApiClient:
     """Build a client for one cluster without touching kubernetes_asyncio's global default configuration.
 
@@ -82,7 +115,7 @@ async def api_client_from_kubeconfig(
         client_configuration=configuration,
         temp_file_path=str(temp_dir) if temp_dir else None,
     )
-    return ApiClient(configuration, timeout=timeout)
+    return ApiClient(configuration, timeout=timeout, limiter=limiter)
 
 
 async def in_cluster_api_client(*, timeout: Timeout = DEFAULT_TIMEOUT) -> ApiClient:
