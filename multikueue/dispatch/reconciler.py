@@ -185,6 +185,21 @@ class WorkloadReconciler:
                 await self._event(local, "Normal", f'{message}. Previously: "Ready"')
                 return Result()
 
+        # 5. A copy whose spec no longer matches: a priority change is carried over, anything else replaces it.
+        for cluster, remote in present.items():
+            if _comparable_spec(remote) == _comparable_spec(local):
+                continue
+            worker_api = connected[cluster].api
+            if _priority_only_change(remote, local) and worker_api is not None:
+                spec = local.get("spec") or {}
+                patch = {"spec": {"priority": spec.get("priority"), "priorityClassRef": spec.get("priorityClassRef")}}
+                await Objects(worker_api, WORKLOADS).patch(key.name, patch, key.namespace)
+                log.info("priority carried to worker", cluster=cluster, workload=str(key))
+            else:
+                log.info("worker copy out of date, replacing it", cluster=cluster, workload=str(key))
+                await self._remove_remote(cluster, adapter, job_key, key)
+            return Result()
+
         # 6. The first worker to admit it wins.
         admitted = wl.earliest_true(present, wl.ADMITTED)
         if admitted is None and state.get("state") == wl.READY:
@@ -468,3 +483,19 @@ def _with_check(local: Object, entry: Object) -> list[Object]:
             states[i] = {**state, **entry}
             return states
     return [*states, entry]
+
+
+def _comparable_spec(workload: Object) -> Object:
+    spec = dict(workload.get("spec") or {})
+    spec.pop("preemptionGates", None)  # the manager's gates are not the worker's (orchestrated preemption)
+    return spec
+
+
+def _priority_only_change(remote: Object, local: Object) -> bool:
+    def without_priority(workload: Object) -> Object:
+        spec = _comparable_spec(workload)
+        spec.pop("priority", None)
+        spec.pop("priorityClassRef", None)
+        return spec
+
+    return without_priority(remote) == without_priority(local)

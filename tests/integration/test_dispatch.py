@@ -631,3 +631,29 @@ async def test_eviction_on_the_manager_deactivates_the_worker_copy(scenario: Sce
         "EvictedOnManagerCluster",
         "Evicted on manager: Preempted by a higher one",
     )
+
+
+async def test_a_priority_change_reaches_the_copies_and_other_spec_changes_replace_them(scenario: Scenario) -> None:
+    s = scenario
+    _, workload = await s.submit("drifting")
+    wl_name = workload["metadata"]["name"]
+    copies = {}
+    for worker in ("worker1", "worker2"):
+        copies[worker] = await s.wait(s.workloads(worker), wl_name, lambda w: w is not None, f"copy on {worker}")
+
+    await s.workloads("manager").patch(wl_name, {"spec": {"priority": 100}}, s.namespace)
+    for worker in ("worker1", "worker2"):
+        updated = await s.wait(
+            s.workloads(worker), wl_name, lambda w: w["spec"].get("priority") == 100, f"priority on {worker}"
+        )
+        assert updated["metadata"]["uid"] == copies[worker]["metadata"]["uid"], "updated in place, not replaced"
+
+    await s.workloads("manager").patch(wl_name, {"spec": {"maximumExecutionTimeSeconds": 600}}, s.namespace)
+    for worker in ("worker1", "worker2"):
+        replaced = await s.wait(
+            s.workloads(worker),
+            wl_name,
+            lambda w, old=copies[worker]["metadata"]["uid"]: w is not None and w["metadata"]["uid"] != old,
+            f"copy on {worker} replaced",
+        )
+        assert replaced["spec"]["maximumExecutionTimeSeconds"] == 600
