@@ -1,0 +1,95 @@
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from multikueue.config import GroupVersionKind
+from multikueue.dispatch.adapter import GenericAdapter, apply_merge_patch, merge_diff
+from multikueue.testing.objects import pipelinerun, running_status
+
+ADAPTER = GenericAdapter(GroupVersionKind("tekton.dev", "v1", "PipelineRun"), "kueue.x-k8s.io/multikueue")
+
+
+def manager_run() -> dict[str, Any]:
+    run = pipelinerun("hello", labels={"app": "x"}, managedBy="kueue.x-k8s.io/multikueue")
+    run["metadata"].update(
+        namespace="team-a",
+        uid="u-1",
+        resourceVersion="42",
+        generation=3,
+        finalizers=["f"],
+        annotations={"note": "kept"},
+        creationTimestamp="2026-01-01T00:00:00Z",
+        ownerReferences=[{"apiVersion": "v1", "kind": "ConfigMap", "name": "o", "uid": "u-2"}],
+    )
+    run["status"] = running_status("hello")
+    return run
+
+
+def test_the_worker_copy_carries_only_name_namespace_labels_annotations_and_spec() -> None:
+    remote = ADAPTER.build_remote(manager_run(), workload_name="pipelinerun-hello", origin="mk")
+    assert set(remote) == {"apiVersion", "kind", "metadata", "spec"}
+    assert (remote["apiVersion"], remote["kind"]) == ("tekton.dev/v1", "PipelineRun")
+    assert remote["metadata"] == {
+        "name": "hello",
+        "namespace": "team-a",
+        "labels": {"app": "x", "kueue.x-k8s.io/multikueue-origin": "mk"},
+        "annotations": {"note": "kept", "kueue.x-k8s.io/prebuilt-workload-name": "pipelinerun-hello"},
+    }
+    assert "managedBy" not in remote["spec"]
+    assert remote["spec"]["pipelineSpec"] == manager_run()["spec"]["pipelineSpec"]
+
+
+def test_building_the_copy_does_not_modify_the_manager_object() -> None:
+    run = manager_run()
+    ADAPTER.build_remote(run, workload_name="w", origin="mk")
+    assert run == manager_run()
+
+
+@pytest.mark.parametrize(
+    ("value", "managed", "reason"),
+    [
+        ("kueue.x-k8s.io/multikueue", True, ""),
+        (None, False, 'Expecting .spec.managedBy to be "kueue.x-k8s.io/multikueue" not ""'),
+        (
+            "tekton.dev/pipeline",
+            False,
+            'Expecting .spec.managedBy to be "kueue.x-k8s.io/multikueue" not "tekton.dev/pipeline"',
+        ),
+    ],
+)
+def test_managed_by(value: str | None, managed: bool, reason: str) -> None:
+    run = pipelinerun("x") if value is None else pipelinerun("x", managedBy=value)
+    assert ADAPTER.is_managed(run) == (managed, reason)
+
+
+def test_status_patch_is_none_when_nothing_to_do() -> None:
+    local = manager_run()
+    assert ADAPTER.status_patch(local, {"metadata": {}, "spec": {}}) is None, "a worker without status changes nothing"
+    assert ADAPTER.status_patch(local, {"status": running_status("hello")}) is None, "equal: no write"
+
+
+def test_status_patch_makes_the_manager_equal_to_the_worker() -> None:
+    local = manager_run()
+    remote_status = {**running_status("hello"), "completionTime": "2026-08-01T10:00:20Z"}
+    del remote_status["childReferences"]
+    patch = ADAPTER.status_patch(local, {"status": remote_status})
+    assert patch is not None
+    assert patch["status"]["childReferences"] is None
+    assert apply_merge_patch(local, patch)["status"] == remote_status
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ({"a": 1}, {"a": 2}),
+        ({"a": {"b": 1, "c": 2}}, {"a": {"b": 1}}),
+        ({"a": [1, 2]}, {"a": [2]}),
+        ({}, {"a": {"b": {"c": 1}}}),
+        ({"a": 1, "b": 2}, {}),
+        (None, {"a": 1}),
+    ],
+)
+def test_merge_diff_round_trips(old: Any, new: Any) -> None:
+    assert apply_merge_patch(old, merge_diff(old, new)) == new

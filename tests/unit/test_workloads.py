@@ -1,0 +1,57 @@
+from __future__ import annotations
+
+from typing import Any
+
+from multikueue.config import GroupVersionKind
+from multikueue.dispatch import workloads as wl
+
+
+def workload(**meta: Any) -> dict[str, Any]:
+    return {"metadata": {"name": "w", "namespace": "ns", **meta}, "spec": {"queueName": "q"}}
+
+
+def test_owner_prefers_the_multi_owner_annotations_then_the_controller_reference() -> None:
+    refs = [
+        {"apiVersion": "v1", "kind": "ConfigMap", "name": "first"},
+        {"apiVersion": "tekton.dev/v1", "kind": "PipelineRun", "name": "run", "controller": True},
+    ]
+    assert wl.owner(workload(ownerReferences=refs)) == (GroupVersionKind("tekton.dev", "v1", "PipelineRun"), "run")
+    assert wl.owner(workload(ownerReferences=refs[:1])) == (GroupVersionKind("", "v1", "ConfigMap"), "first")
+    annotated = workload(
+        ownerReferences=refs,
+        annotations={wl.JOB_OWNER_GVK: "LeaderWorkerSet.v1.leaderworkerset.x-k8s.io", wl.JOB_OWNER_NAME: "lws"},
+    )
+    assert wl.owner(annotated) == (GroupVersionKind("leaderworkerset.x-k8s.io", "v1", "LeaderWorkerSet"), "lws")
+    assert wl.owner(workload()) is None
+
+
+def test_the_worker_copy_drops_job_uid_and_everything_server_owned() -> None:
+    local = workload(
+        labels={wl.JOB_UID_LABEL: "u", "team": "a"},
+        uid="x",
+        resourceVersion="9",
+        finalizers=["f"],
+        ownerReferences=[{"apiVersion": "v1", "kind": "Pod", "name": "p"}],
+        annotations={"k": "v"},
+    )
+    local["status"] = {"conditions": []}
+    copy = wl.clone_for_create(local, "mk")
+    assert copy["metadata"] == {
+        "name": "w",
+        "namespace": "ns",
+        "labels": {"team": "a", "kueue.x-k8s.io/multikueue-origin": "mk"},
+        "annotations": {"k": "v"},
+    }
+    assert copy["spec"] == {"queueName": "q"}
+    assert "status" not in copy
+
+
+def test_earliest_true_picks_the_first_transition() -> None:
+    def admitted(at: str) -> dict[str, Any]:
+        return {"status": {"conditions": [{"type": "Admitted", "status": "True", "lastTransitionTime": at}]}}
+
+    copies = {"w2": admitted("2026-01-01T00:00:05Z"), "w1": admitted("2026-01-01T00:00:09Z"), "w3": {"status": {}}}
+    found = wl.earliest_true(copies, wl.ADMITTED)
+    assert found is not None
+    assert found[0] == "w2"
+    assert wl.earliest_true({"w3": {"status": {}}}, wl.ADMITTED) is None
