@@ -28,6 +28,11 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config-namespace", default="multikueue-system", help="namespace of the ConfigMap")
     run.add_argument("--config-name", default="multikueue-config", help="name of the ConfigMap")
     run.add_argument("--config-key", default="controller_manager_config.yaml", help="key in the ConfigMap")
+    run.add_argument(
+        "--http-address",
+        default="127.0.0.1:8080",
+        help="host:port serving /metrics, /healthz and /readyz ('' to disable; 0.0.0.0:8080 in a pod)",
+    )
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     run.add_argument("--log-format", default="auto", choices=["auto", "json", "console"])
 
@@ -116,6 +121,13 @@ def _run(args: argparse.Namespace) -> int:
         except (OSError, ConfigError) as e:
             print(f"multikueue: {e}", file=sys.stderr)
             return 2
+    http_address = None
+    if args.http_address:
+        host, _, port = args.http_address.rpartition(":")
+        if not host or not port.isdigit():
+            print(f"multikueue: --http-address must be host:port, got {args.http_address!r}", file=sys.stderr)
+            return 2
+        http_address = (host, int(port))
     kubeconfig_path = args.kubeconfig or os.environ.get("KUBECONFIG")
     kubeconfig = None
     if kubeconfig_path:
@@ -145,7 +157,7 @@ def _run(args: argparse.Namespace) -> int:
                 except ConfigError as e:
                     print(f"multikueue: {e}", file=sys.stderr)
                     return 2
-            await Manager(api, config).run()
+            await Manager(api, config, http_address=http_address).run()
         return 0
 
     return anyio.run(main)

@@ -7,6 +7,7 @@ from typing import Any
 
 import anyio
 import structlog
+from aiohttp import web
 from kubernetes_asyncio import client as k8s_client
 
 from multikueue.clusters.admissioncheck import AdmissionCheckReconciler
@@ -18,6 +19,7 @@ from multikueue.dispatch.reconciler import WorkloadReconciler
 from multikueue.kube.client import ApiClient
 from multikueue.kube.listwatch import ApiListSource
 from multikueue.kube.resources import ADMISSION_CHECKS, MULTIKUEUE_CLUSTERS, MULTIKUEUE_CONFIGS, WORKLOADS, Objects
+from multikueue.metrics import Metrics, http_app, serve
 from multikueue.runtime.controller import Controller
 from multikueue.runtime.informer import DELETED, Informer, ObjectKey
 
@@ -39,10 +41,20 @@ async def load_configuration(api: ApiClient, namespace: str, name: str, key: str
 
 
 class Manager:
-    def __init__(self, api: ApiClient, config: Configuration, *, temp_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        api: ApiClient,
+        config: Configuration,
+        *,
+        temp_dir: Path | None = None,
+        http_address: tuple[str, int] | None = None,
+    ) -> None:
         self.api = api
         self.config = config
         self.temp_dir = temp_dir
+        self.metrics = Metrics()
+        self.http_address = http_address
+        self.http_port: int | None = None
         self.started = anyio.Event()
         self.cluster_reconciler: ClusterReconciler | None = None
         self.workload_reconciler: WorkloadReconciler | None = None
@@ -51,9 +63,14 @@ class Manager:
         api, config = self.api, self.config
         clusters_api = Objects(api, MULTIKUEUE_CLUSTERS)
         checks_api = Objects(api, ADMISSION_CHECKS)
-        cluster_controller: Controller[str] = Controller("multikueue_cluster", self._reconcile_cluster)
+        cluster_controller: Controller[str] = Controller(
+            "multikueue_cluster", self._reconcile_cluster, observe=self.metrics
+        )
         workload_controller: Controller[ObjectKey] = Controller(
-            "multikueue_workload", self._reconcile_workload, concurrency=config.dispatcher.concurrency
+            "multikueue_workload",
+            self._reconcile_workload,
+            concurrency=config.dispatcher.concurrency,
+            observe=self.metrics,
         )
         self.workload_controller = workload_controller
         batch = config.dispatcher.events_batch_period
@@ -77,7 +94,9 @@ class Manager:
                     return
             workload_controller.queue.add_after(ObjectKey(meta.get("namespace", ""), name), batch)
 
-        check_controller: Controller[str] = Controller("multikueue_admissioncheck", self._reconcile_check)
+        check_controller: Controller[str] = Controller(
+            "multikueue_admissioncheck", self._reconcile_check, observe=self.metrics
+        )
 
         def all_checks(*_: Any) -> None:
             if self.check_reconciler is not None:
@@ -121,6 +140,7 @@ class Manager:
                 manager_resources[gvk] = await discover_resource(api, gvk)
             except KindUnavailable as e:
                 log.error("configured kind not served by the manager cluster", kind=str(gvk), error=str(e))
+        runner: web.AppRunner | None = None
         try:
             async with anyio.create_task_group() as tg:
                 self.cluster_reconciler = ClusterReconciler(
@@ -132,13 +152,21 @@ class Manager:
                     on_connection_change=self._connection_changed,
                     on_remote_event=on_remote,
                     temp_dir=self.temp_dir,
+                    metrics=self.metrics,
                 )
                 self._cluster_controller = cluster_controller
                 self.workload_reconciler = WorkloadReconciler(
                     config, api, manager_workloads, checks, configs,
                     lambda: self.cluster_reconciler.connections if self.cluster_reconciler else {},
                     manager_resources,
+                    self.metrics,
                 )  # fmt: skip
+                if self.http_address is not None:
+                    runner = await serve(http_app(self.metrics, self.started.is_set), *self.http_address)
+                    self.http_port = runner.addresses[0][1]
+                    log.info(
+                        "serving /metrics, /healthz and /readyz", address=f"{self.http_address[0]}:{self.http_port}"
+                    )
                 for informer in informers:
                     tg.start_soon(informer.run)
                 for informer in informers:
@@ -156,6 +184,8 @@ class Manager:
             with anyio.CancelScope(shield=True):
                 if self.cluster_reconciler is not None:
                     await self.cluster_reconciler.close()
+                if runner is not None:
+                    await runner.cleanup()
 
     def _connection_changed(self, name: str) -> None:
         self._cluster_controller.enqueue(name)

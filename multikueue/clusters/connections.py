@@ -80,6 +80,7 @@ class WorkerConnection:
         burst: int = 100,
         on_state_change: Callable[[], None],
         on_remote_event: RemoteEventHandler | None = None,
+        on_api_error: Callable[[str], None] | None = None,
         temp_dir: Path | None = None,
     ) -> None:
         self.name = name
@@ -92,6 +93,9 @@ class WorkerConnection:
         self.on_state_change = on_state_change
         self.on_remote_event = on_remote_event
         self.temp_dir = temp_dir
+        self.on_api_error = on_api_error
+        # When each worker object's latest change was seen, for the status-sync lag metric.
+        self.observed: dict[tuple[str, str, str], float] = {}
         # A new connection counts as lost since its creation, so a worker down across a controller restart
         # still reaches the worker-lost timeout (Kueue does the same).
         self.created_at = time.monotonic()
@@ -148,7 +152,7 @@ class WorkerConnection:
         """One attempt: build the client, check the server answers, start the informers. Raises ``ConnectionFailed``."""
         timeout = aiohttp.ClientTimeout(total=self.timeout, connect=min(5.0, self.timeout))
         api = await api_client_from_kubeconfig(
-            self.kubeconfig, timeout=timeout, temp_dir=self.temp_dir, limiter=self.limiter
+            self.kubeconfig, timeout=timeout, temp_dir=self.temp_dir, limiter=self.limiter, on_error=self.on_api_error
         )
         try:
             await k8s_client.VersionApi(api).get_code()
@@ -233,6 +237,8 @@ class WorkerConnection:
 
     def _event_handler(self) -> Callable[[str, Object], None]:
         def handle(kind: str, obj: Object) -> None:
+            meta = obj.get("metadata") or {}
+            self.observed[(obj.get("kind", ""), meta.get("namespace", ""), meta.get("name", ""))] = time.monotonic()
             if self.on_remote_event is not None:
                 self.on_remote_event(self.name, kind, obj)
 

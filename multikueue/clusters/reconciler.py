@@ -7,6 +7,7 @@ connection's own health changes.
 from __future__ import annotations
 
 import base64
+import contextlib
 import time
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from multikueue.clusters.kubeconfig import BAD_KUBECONFIG, KubeconfigRejected, v
 from multikueue.config import Configuration
 from multikueue.kube import conditions
 from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, Objects
+from multikueue.metrics import Metrics
 from multikueue.runtime.controller import Result
 from multikueue.runtime.informer import Informer, ObjectKey
 
@@ -50,6 +52,7 @@ class ClusterReconciler:
         on_connection_change: Any,
         on_remote_event: Any = None,
         temp_dir: Path | None = None,
+        metrics: Metrics | None = None,
     ) -> None:
         assert manager.resource == MULTIKUEUE_CLUSTERS
         self.config = config
@@ -60,6 +63,7 @@ class ClusterReconciler:
         self.on_connection_change = on_connection_change
         self.on_remote_event = on_remote_event
         self.temp_dir = temp_dir
+        self.metrics = metrics
         self.connections: dict[str, WorkerConnection] = {}
 
     def clusters_using_secret(self, secret_name: str) -> list[str]:
@@ -93,6 +97,7 @@ class ClusterReconciler:
                 burst=self.config.dispatcher.worker_client.burst,
                 on_state_change=lambda: self.on_connection_change(name),
                 on_remote_event=self.on_remote_event,
+                on_api_error=self._api_error_counter(name),
                 temp_dir=self.temp_dir,
             )
             self.connections[name] = connection
@@ -121,7 +126,16 @@ class ClusterReconciler:
         await self._set_active(cluster, True, "Active", message)
         return Result(requeue_after=KIND_RETRY_SECONDS if connection.kind_errors else None)
 
+    def _api_error_counter(self, name: str) -> Any:
+        if self.metrics is None:
+            return None
+        counter = self.metrics.remote_api_errors
+        return lambda code: counter.labels(name, code).inc()
+
     async def drop(self, name: str) -> None:
+        if self.metrics is not None:
+            with contextlib.suppress(KeyError):
+                self.metrics.worker_connected.remove(name)
         connection = self.connections.pop(name, None)
         if connection is not None:
             await connection.close()
@@ -160,6 +174,8 @@ class ClusterReconciler:
         return validate_kubeconfig(raw)
 
     async def _set_active(self, cluster: Object, active: bool, reason: str, message: str) -> None:
+        if self.metrics is not None:
+            self.metrics.worker_connected.labels(cluster["metadata"]["name"]).set(1 if active else 0)
         new = {
             "type": ACTIVE,
             "status": "True" if active else "False",

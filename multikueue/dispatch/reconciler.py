@@ -7,6 +7,7 @@ manager's origin label are never touched.
 
 from __future__ import annotations
 
+import datetime
 import json
 import time
 from collections.abc import Callable
@@ -23,6 +24,7 @@ from multikueue.kube import events
 from multikueue.kube.client import ApiClient
 from multikueue.kube.conditions import now_rfc3339, set_condition
 from multikueue.kube.resources import WORKLOADS, Objects, Resource
+from multikueue.metrics import Metrics
 from multikueue.runtime.controller import Result
 from multikueue.runtime.informer import Informer, ObjectKey
 
@@ -57,6 +59,7 @@ class WorkloadReconciler:
         configs: Informer,
         connections: Callable[[], dict[str, WorkerConnection]],
         manager_resources: dict[GroupVersionKind, Resource],
+        metrics: Metrics | None = None,
     ) -> None:
         self.config = config
         self.api = api
@@ -65,6 +68,7 @@ class WorkloadReconciler:
         self.configs = configs
         self.connections = connections
         self.manager_resources = manager_resources
+        self.metrics = metrics
         self.adapters = {g: GenericAdapter(g, config.dispatcher.managed_by) for g in config.multi_kueue.gvks}
         self.deleted: dict[ObjectKey, Object] = {}
         self.rounds: dict[ObjectKey, float] = {}  # incremental dispatch: when each Workload's round began
@@ -258,9 +262,12 @@ class WorkloadReconciler:
                     await Objects(connection.api, WORKLOADS).create(
                         wl.clone_for_create(local, self.origin), key.namespace
                     )
-                except Exception as e:
-                    if getattr(e, "status", None) != 409:
+                except ApiException as e:
+                    if e.status != 409:  # already there: a previous pass created it
                         raise
+                else:
+                    if self.metrics is not None:
+                        self.metrics.workloads_dispatched.labels(_cluster_queue(local), cluster).inc()
                 log.info("workload copied to worker", cluster=cluster, workload=str(key))
             elif cluster not in nominated and remotes.get(cluster) is not None:
                 await self._remove_remote(cluster, adapter, job_key, key)
@@ -362,6 +369,11 @@ class WorkloadReconciler:
             body = adapter.build_remote(local_job, workload_name=local_wl["metadata"]["name"], origin=self.origin)
             await remote_api.create(body, job_key.namespace)
             log.info("object created on worker", cluster=cluster, kind=adapter.gvk.kind, object=str(job_key))
+            if self.metrics is not None:
+                self.metrics.objects_dispatched.labels(adapter.gvk.kind, cluster).inc()
+                reserved = wl.condition(local_wl, wl.QUOTA_RESERVED) or {}
+                if since := _seconds_since(reserved.get("lastTransitionTime")):
+                    self.metrics.dispatch_latency.labels(adapter.gvk.kind, cluster).observe(since)
             return
         patch = adapter.status_patch(local_job, remote)
         if patch is not None:
@@ -378,6 +390,9 @@ class WorkloadReconciler:
                 await self._event(local_wl, "Warning", message)
                 raise StatusRejected(message) from None
             log.info("status mirrored from worker", cluster=cluster, kind=adapter.gvk.kind, object=str(job_key))
+            seen = connection.observed.get((adapter.gvk.kind, job_key.namespace, job_key.name))
+            if self.metrics is not None and seen is not None:
+                self.metrics.status_sync_lag.labels(adapter.gvk.kind, cluster).observe(time.monotonic() - seen)
 
     async def _remove_remote(self, cluster: str, adapter: GenericAdapter, job_key: ObjectKey, key: ObjectKey) -> None:
         connection = self.connections().get(cluster)
@@ -433,6 +448,10 @@ class WorkloadReconciler:
             return
         entry = {"name": check_name, "state": new_state, "message": full, "lastTransitionTime": now_rfc3339()}
         await self._patch_workload_status(local, {"admissionChecks": _with_check(local, entry)})
+        if new_state == wl.RETRY and self.metrics is not None:
+            owner = wl.owner(local)
+            where = (local.get("status") or {}).get("clusterName") or ""
+            self.metrics.objects_redispatched.labels(owner[0].kind if owner else "", where).inc()
         log.info("admission check updated", workload=str(ObjectKey.of(local)), state=new_state, message=full)
 
     async def _set_admitted(self, local: Object, check_name: str, state: Object, cluster: str) -> None:
@@ -448,6 +467,8 @@ class WorkloadReconciler:
         )
         await self._event(local, "Normal", message)
         log.info("workload admitted on worker", workload=str(ObjectKey.of(local)), cluster=cluster)
+        if self.metrics is not None and state.get("state") != wl.READY:
+            self.metrics.workloads_admitted.labels(_cluster_queue(local), cluster).inc()
 
     async def _finish(self, local: Object, reason: str, message: str) -> None:
         condition = {"type": wl.FINISHED, "status": "True", "reason": reason or "Finished",
@@ -455,6 +476,10 @@ class WorkloadReconciler:
         current = (local.get("status") or {}).get("conditions") or []
         await self._patch_workload_status(local, {"conditions": set_condition(current, condition)})
         log.info("workload finished", workload=str(ObjectKey.of(local)), reason=reason)
+        if self.metrics is not None:
+            owner = wl.owner(local)
+            where = (local.get("status") or {}).get("clusterName") or ""
+            self.metrics.objects_finished.labels(owner[0].kind if owner else "", where, reason).inc()
 
     async def _patch_workload_status(self, local: Object, status: Object) -> None:
         """A merge patch on the manager Workload's ``/status``, guarded by its resourceVersion.
@@ -499,3 +524,17 @@ def _priority_only_change(remote: Object, local: Object) -> bool:
         return spec
 
     return without_priority(remote) == without_priority(local)
+
+
+def _cluster_queue(workload: Object) -> str:
+    return str(((workload.get("status") or {}).get("admission") or {}).get("clusterQueue", ""))
+
+
+def _seconds_since(timestamp: str | None) -> float | None:
+    if not timestamp:
+        return None
+    try:
+        then = datetime.datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+    except ValueError:
+        return None
+    return max(0.0, (datetime.datetime.now(datetime.UTC) - then).total_seconds())

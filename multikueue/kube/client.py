@@ -8,6 +8,7 @@ client fills in a default for every call that does not set its own; watches pass
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
@@ -15,6 +16,7 @@ from typing import Any, Protocol
 import aiohttp
 from aiolimiter import AsyncLimiter
 from kubernetes_asyncio import client as k8s_client
+from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config import kube_config
 from kubernetes_asyncio.config.incluster_config import InClusterConfigLoader
 
@@ -61,10 +63,12 @@ class ApiClient(k8s_client.ApiClient):
         *,
         timeout: Timeout = DEFAULT_TIMEOUT,
         limiter: RateLimit | None = None,
+        on_error: Callable[[str], None] | None = None,
     ) -> None:
         super().__init__(configuration=configuration)
         self.default_timeout = timeout
         self.limiter = limiter
+        self.on_error = on_error  # called with the HTTP status (or "connection") of each failed request
 
     def request(
         self,
@@ -88,12 +92,24 @@ class ApiClient(k8s_client.ApiClient):
             _preload_content=_preload_content,
             _request_timeout=_client_timeout(self.default_timeout if _request_timeout is None else _request_timeout),
         )
-        return call() if self.limiter is None else self._limited(call)
+        if self.limiter is None and self.on_error is None:
+            return call()
+        return self._guarded(call)
 
-    async def _limited(self, call: Any) -> Any:
-        assert self.limiter is not None
-        async with self.limiter:
-            return await call()
+    async def _guarded(self, call: Any) -> Any:
+        try:
+            if self.limiter is None:
+                return await call()
+            async with self.limiter:
+                return await call()
+        except ApiException as e:
+            if self.on_error is not None:
+                self.on_error(str(e.status))
+            raise
+        except (aiohttp.ClientError, TimeoutError, OSError):
+            if self.on_error is not None:
+                self.on_error("connection")
+            raise
 
 
 async def api_client_from_kubeconfig(
@@ -103,6 +119,7 @@ async def api_client_from_kubeconfig(
     timeout: Timeout = DEFAULT_TIMEOUT,
     temp_dir: Path | None = None,
     limiter: RateLimit | None = None,
+    on_error: Callable[[str], None] | None = None,
 ) -> ApiClient:
     """Build a client for one cluster without touching kubernetes_asyncio's global default configuration.
 
@@ -115,7 +132,7 @@ async def api_client_from_kubeconfig(
         client_configuration=configuration,
         temp_file_path=str(temp_dir) if temp_dir else None,
     )
-    return ApiClient(configuration, timeout=timeout, limiter=limiter)
+    return ApiClient(configuration, timeout=timeout, limiter=limiter, on_error=on_error)
 
 
 async def in_cluster_api_client(*, timeout: Timeout = DEFAULT_TIMEOUT) -> ApiClient:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Awaitable, Callable, Hashable
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 import anyio
 import structlog
@@ -34,6 +34,14 @@ class TerminalError(Exception):
 Reconcile = Callable[[K], Awaitable[Result | None]]
 
 
+class ControllerObserver(Protocol):
+    """Where a controller reports queue wait, depth and failures (metrics, in production)."""
+
+    def started(self, controller: str, waited: float, depth: int) -> None: ...
+
+    def failed(self, controller: str) -> None: ...
+
+
 class Controller(Generic[K]):
     def __init__(
         self,
@@ -42,6 +50,7 @@ class Controller(Generic[K]):
         *,
         concurrency: int = 1,
         backoff: Backoff | None = None,
+        observe: ControllerObserver | None = None,
     ) -> None:
         self.name = name
         self.reconcile = reconcile
@@ -49,6 +58,7 @@ class Controller(Generic[K]):
         self.queue: WorkQueue[K] = WorkQueue(backoff=backoff or Backoff(base=0.1, cap=300))
         self.reconciles = 0
         self.errors = 0
+        self.observe = observe
 
     def enqueue(self, key: K) -> None:
         self.queue.add(key)
@@ -72,6 +82,8 @@ class Controller(Generic[K]):
 
     async def _process(self, key: K) -> None:
         self.reconciles += 1
+        if self.observe is not None:
+            self.observe.started(self.name, self.queue.wait_time(key), len(self.queue))
         with structlog.contextvars.bound_contextvars(
             controller=self.name, key=str(key), reconcile_id=uuid.uuid4().hex[:12]
         ):

@@ -127,7 +127,7 @@ async def scenario(
     async with anyio.create_task_group() as tg:
 
         async def start(*, wait_for: tuple[str, ...] = ("worker1", "worker2")) -> None:
-            manager = Manager(manager_api, config, temp_dir=tmp_path / "certs")
+            manager = Manager(manager_api, config, temp_dir=tmp_path / "certs", http_address=("127.0.0.1", 0))
             scope = anyio.CancelScope()
 
             async def run() -> None:
@@ -657,3 +657,42 @@ async def test_a_priority_change_reaches_the_copies_and_other_spec_changes_repla
             f"copy on {worker} replaced",
         )
         assert replaced["spec"]["maximumExecutionTimeSeconds"] == 600
+
+
+async def test_metrics_health_and_readiness_are_served(scenario: Scenario) -> None:
+    import aiohttp
+    from prometheus_client.parser import text_string_to_metric_families
+
+    s = scenario
+    wl_name = await _admitted_on_worker2(s, "measured")
+    await s.runs("worker2").patch_status("measured", {"status": running_status("measured")}, s.namespace)
+    await s.wait(s.runs("manager"), "measured", lambda r: "status" in r, "status mirrored")
+    await kueue.finish(s.api["worker2"], wl_name, s.namespace, reason="Succeeded")
+    await s.wait(s.workloads("worker2"), wl_name, lambda w: w is None, "finished and cleaned")
+    assert s.manager is not None
+    base = f"http://127.0.0.1:{s.manager.http_port}"
+
+    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http:
+        for path in ("/healthz", "/readyz"):
+            async with http.get(base + path) as response:
+                assert (path, response.status) == (path, 200)
+        async with http.get(base + "/metrics") as response:
+            text = await response.text()
+
+    samples = {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+    w1, w2 = s.names["worker1"], s.names["worker2"]
+    assert samples[("multikueue_workloads_dispatched_total", (("cluster", w1), ("cluster_queue", "cq")))] == 1
+    assert samples[("multikueue_workloads_dispatched_total", (("cluster", w2), ("cluster_queue", "cq")))] == 1
+    assert samples[("multikueue_workloads_admitted_total", (("cluster", w2), ("cluster_queue", "cq")))] == 1
+    assert samples[("multikueue_objects_dispatched_total", (("cluster", w2), ("kind", "PipelineRun")))] == 1
+    assert samples[("multikueue_dispatch_latency_seconds_count", (("cluster", w2), ("kind", "PipelineRun")))] == 1
+    assert samples[("multikueue_status_sync_lag_seconds_count", (("cluster", w2), ("kind", "PipelineRun")))] >= 1
+    assert samples[("multikueue_worker_connected", (("cluster", w1),))] == 1
+    assert samples[("multikueue_worker_connected", (("cluster", w2),))] == 1
+    assert samples[("multikueue_workqueue_wait_seconds_count", (("controller", "multikueue_workload"),))] >= 1
+    finished = (("cluster", w2), ("kind", "PipelineRun"), ("reason", "Succeeded"))
+    assert samples[("multikueue_objects_finished_total", finished)] == 1

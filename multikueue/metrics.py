@@ -1,0 +1,117 @@
+"""Prometheus metrics, and the HTTP endpoint that serves them with ``/healthz`` and ``/readyz``.
+
+Kueue's two MultiKueue counters keep their names and labels (``multikueue_workloads_dispatched_total`` and
+``multikueue_workloads_admitted_total``), so dashboards built for Kueue keep working. One registry per
+``Metrics`` object: several controllers in one process (tests) do not share counters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+
+# Seconds: dispatch goes through several API round trips; status sync should stay well under a second.
+_LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.workloads_dispatched = Counter(
+            "multikueue_workloads_dispatched_total",
+            "Workload copies created on workers (Kueue's name).",
+            ["cluster_queue", "cluster"],
+            registry=r,
+        )
+        self.workloads_admitted = Counter(
+            "multikueue_workloads_admitted_total",
+            "Workloads whose check became Ready on a worker (Kueue's name).",
+            ["cluster_queue", "cluster"],
+            registry=r,
+        )
+        self.objects_dispatched = Counter(
+            "multikueue_objects_dispatched_total", "Objects created on a worker.", ["kind", "cluster"], registry=r
+        )
+        self.objects_redispatched = Counter(
+            "multikueue_objects_redispatched_total",
+            "Checks set to Retry (the run will be dispatched again).",
+            ["kind", "cluster"],
+            registry=r,
+        )
+        self.objects_finished = Counter(
+            "multikueue_objects_finished_total",
+            "Manager Workloads finished from a worker.",
+            ["kind", "cluster", "reason"],
+            registry=r,
+        )
+        self.dispatch_latency = Histogram(
+            "multikueue_dispatch_latency_seconds",
+            "From quota reserved on the manager to the object created on a worker.",
+            ["kind", "cluster"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.status_sync_lag = Histogram(
+            "multikueue_status_sync_lag_seconds",
+            "From a worker status change observed to the manager status written.",
+            ["kind", "cluster"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.worker_connected = Gauge(
+            "multikueue_worker_connected", "1 while the worker's watches are established.", ["cluster"], registry=r
+        )
+        self.remote_api_errors = Counter(
+            "multikueue_remote_api_errors_total", "Failed requests to workers.", ["cluster", "code"], registry=r
+        )
+        self.queue_depth = Gauge(
+            "multikueue_workqueue_depth", "Keys waiting in a controller's queue.", ["controller"], registry=r
+        )
+        self.queue_wait = Histogram(
+            "multikueue_workqueue_wait_seconds",
+            "From a key first queued to its reconcile starting.",
+            ["controller"],
+            buckets=_LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.reconcile_errors = Counter(
+            "multikueue_reconcile_errors_total", "Reconciles that failed and were retried.", ["controller"], registry=r
+        )
+
+    # ControllerObserver
+    def started(self, controller: str, waited: float, depth: int) -> None:
+        self.queue_wait.labels(controller).observe(waited)
+        self.queue_depth.labels(controller).set(depth)
+
+    def failed(self, controller: str) -> None:
+        self.reconcile_errors.labels(controller).inc()
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+
+def http_app(metrics: Metrics, ready: Callable[[], bool]) -> web.Application:
+    """``/metrics``; ``/healthz`` (the event loop answers); ``/readyz`` (caches synced, controllers running)."""
+
+    async def serve_metrics(_: web.Request) -> web.Response:
+        return web.Response(body=metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def readyz(_: web.Request) -> web.Response:
+        return web.Response(text="ok") if ready() else web.Response(status=503, text="not ready: caches syncing")
+
+    app = web.Application()
+    app.add_routes([web.get("/metrics", serve_metrics), web.get("/healthz", healthz), web.get("/readyz", readyz)])
+    return app
+
+
+async def serve(app: web.Application, host: str, port: int) -> web.AppRunner:
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    return runner
