@@ -33,6 +33,13 @@ def _build_parser() -> argparse.ArgumentParser:
         default="127.0.0.1:8080",
         help="host:port serving /metrics, /healthz and /readyz ('' to disable; 0.0.0.0:8080 in a pod)",
     )
+    run.add_argument("--leader-elect", action="store_true", help="reconcile only while holding a Lease (replicas > 1)")
+    run.add_argument("--leader-elect-namespace", default="multikueue-system", help="namespace of the Lease")
+    run.add_argument("--leader-elect-name", default="multikueue-dispatcher", help="name of the Lease")
+    run.add_argument("--leader-elect-identity", default=None, help="this replica's identity (default: host name)")
+    run.add_argument("--lease-duration", type=int, default=15, help="seconds a standby waits before taking over")
+    run.add_argument("--renew-deadline", type=float, default=10.0, help="seconds the leader has to renew")
+    run.add_argument("--retry-period", type=float, default=2.0, help="seconds between lease attempts")
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     run.add_argument("--log-format", default="auto", choices=["auto", "json", "console"])
 
@@ -99,6 +106,7 @@ def _testbed_up(once: bool, install: bool) -> int:
 
 def _run(args: argparse.Namespace) -> int:
     import os
+    import socket
     from pathlib import Path
 
     import anyio
@@ -108,7 +116,7 @@ def _run(args: argparse.Namespace) -> int:
     from multikueue import logs
     from multikueue.config import ConfigError, parse_configuration
     from multikueue.kube.client import ApiClient, api_client_from_kubeconfig, in_cluster_api_client
-    from multikueue.manager import Manager, load_configuration
+    from multikueue.manager import LeaderElectionSettings, Manager, load_configuration
 
     logs.configure(level=args.log_level, json=None if args.log_format == "auto" else args.log_format == "json")
 
@@ -121,6 +129,16 @@ def _run(args: argparse.Namespace) -> int:
         except (OSError, ConfigError) as e:
             print(f"multikueue: {e}", file=sys.stderr)
             return 2
+    if args.leader_elect and not (
+        args.retry_period >= 1 and 1.2 * args.retry_period < args.renew_deadline < args.lease_duration
+    ):
+        print(
+            "multikueue: leader election needs --retry-period >= 1, --renew-deadline > 1.2 x --retry-period and "
+            f"--lease-duration > --renew-deadline; got {args.retry_period}, {args.renew_deadline}, "
+            f"{args.lease_duration}",
+            file=sys.stderr,
+        )
+        return 2
     http_address = None
     if args.http_address:
         host, _, port = args.http_address.rpartition(":")
@@ -157,8 +175,22 @@ def _run(args: argparse.Namespace) -> int:
                 except ConfigError as e:
                     print(f"multikueue: {e}", file=sys.stderr)
                     return 2
-            await Manager(api, config, http_address=http_address).run()
-        return 0
+            manager = Manager(api, config, http_address=http_address)
+            if not args.leader_elect:
+                await manager.run()
+                return 0
+            election = LeaderElectionSettings(
+                namespace=args.leader_elect_namespace,
+                name=args.leader_elect_name,
+                identity=args.leader_elect_identity or f"{socket.gethostname()}-{os.getpid()}",
+                lease_duration=args.lease_duration,
+                renew_deadline=args.renew_deadline,
+                retry_period=args.retry_period,
+            )
+            await manager.run_as_leader(election)
+            # Losing the lease ends the process: a fresh start as standby is simpler and safer than resuming.
+            print("multikueue: leader lease lost; exiting so another replica takes over", file=sys.stderr)
+            return 1
 
     return anyio.run(main)
 

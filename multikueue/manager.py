@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +10,9 @@ import anyio
 import structlog
 from aiohttp import web
 from kubernetes_asyncio import client as k8s_client
+from kubernetes_asyncio.leaderelection.electionconfig import Config as ElectionConfig
+from kubernetes_asyncio.leaderelection.leaderelection import LeaderElection
+from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
 from multikueue.clusters.admissioncheck import AdmissionCheckReconciler
 from multikueue.clusters.connections import KindUnavailable, discover_resource
@@ -40,6 +44,18 @@ async def load_configuration(api: ApiClient, namespace: str, name: str, key: str
     return parse_configuration(data[key], source=source)
 
 
+@dataclass(frozen=True)
+class LeaderElectionSettings:
+    """A coordination.k8s.io Lease: only its holder reconciles; a standby takes over after ``lease_duration``."""
+
+    namespace: str
+    name: str
+    identity: str
+    lease_duration: int = 15  # whole seconds: the Lease's spec.leaseDurationSeconds
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+
 class Manager:
     def __init__(
         self,
@@ -55,6 +71,8 @@ class Manager:
         self.metrics = Metrics()
         self.http_address = http_address
         self.http_port: int | None = None
+        self._runner: web.AppRunner | None = None
+        self.standby = False  # waiting for the leader lease: healthy and ready, reconciling nothing
         self.started = anyio.Event()
         self.cluster_reconciler: ClusterReconciler | None = None
         self.workload_reconciler: WorkloadReconciler | None = None
@@ -156,17 +174,16 @@ class Manager:
                 )
                 self._cluster_controller = cluster_controller
                 self.workload_reconciler = WorkloadReconciler(
-                    config, api, manager_workloads, checks, configs,
+                    config,
+                    api,
+                    manager_workloads,
+                    checks,
+                    configs,
                     lambda: self.cluster_reconciler.connections if self.cluster_reconciler else {},
                     manager_resources,
                     self.metrics,
-                )  # fmt: skip
-                if self.http_address is not None:
-                    runner = await serve(http_app(self.metrics, self.started.is_set), *self.http_address)
-                    self.http_port = runner.addresses[0][1]
-                    log.info(
-                        "serving /metrics, /healthz and /readyz", address=f"{self.http_address[0]}:{self.http_port}"
-                    )
+                )
+                runner = await self._serve_http()
                 for informer in informers:
                     tg.start_soon(informer.run)
                 for informer in informers:
@@ -176,8 +193,11 @@ class Manager:
                 tg.start_soon(workload_controller.run)
                 if config.multi_kueue.gc_interval > 0:
                     tg.start_soon(self._collect_garbage_forever)
-                log.info("manager started", controller_name=config.dispatcher.controller_name,
-                         kinds=[str(g) for g in config.multi_kueue.gvks])  # fmt: skip
+                log.info(
+                    "manager started",
+                    controller_name=config.dispatcher.controller_name,
+                    kinds=[str(g) for g in config.multi_kueue.gvks],
+                )
                 self.started.set()
                 await anyio.sleep_forever()
         finally:
@@ -185,6 +205,43 @@ class Manager:
                 if self.cluster_reconciler is not None:
                     await self.cluster_reconciler.close()
                 if runner is not None:
+                    await runner.cleanup()
+
+    async def _serve_http(self) -> web.AppRunner | None:
+        """Start the HTTP endpoint once; returns the runner if this call started it (its owner cleans it up)."""
+        if self.http_address is None or self._runner is not None:
+            return None
+        ready = lambda: self.standby or self.started.is_set()  # noqa: E731 - a standby is ready by design
+        self._runner = await serve(http_app(self.metrics, ready), *self.http_address)
+        self.http_port = self._runner.addresses[0][1]
+        log.info("serving /metrics, /healthz and /readyz", address=f"{self.http_address[0]}:{self.http_port}")
+        return self._runner
+
+    async def run_as_leader(self, election: LeaderElectionSettings) -> None:
+        """Reconcile only while holding the Lease; return when it is lost (the process should then exit)."""
+        runner = await self._serve_http()
+        self.standby = True
+        lock = LeaseLock(election.name, election.namespace, election.identity, self.api)
+
+        async def lead() -> None:
+            self.standby = False
+            log.info("leader lease acquired", lease=f"{election.namespace}/{election.name}", identity=election.identity)
+            await self.run()
+
+        async def stopped() -> None:
+            log.warning("leader lease lost", lease=f"{election.namespace}/{election.name}", identity=election.identity)
+
+        config = ElectionConfig(
+            lock, election.lease_duration, election.renew_deadline, election.retry_period, lead, stopped
+        )
+        log.info(
+            "waiting for the leader lease", lease=f"{election.namespace}/{election.name}", identity=election.identity
+        )
+        try:
+            await LeaderElection(config).run()
+        finally:
+            if runner is not None:
+                with anyio.CancelScope(shield=True):
                     await runner.cleanup()
 
     def _connection_changed(self, name: str) -> None:

@@ -1,0 +1,141 @@
+"""Two replicas, one Lease: only the leader reconciles; killing it hands over with no duplicate or lost run."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import anyio
+import yaml
+from kubernetes_asyncio import client as k8s_client
+
+from multikueue.kube.client import ApiClient
+from multikueue.kube.resources import WORKLOADS, Objects, Resource
+from multikueue.testing import TestBed, kueue
+from multikueue.testing.objects import pipelinerun
+from multikueue.testing.testbed import free_port
+from multikueue.testing.waiting import eventually
+
+CONTROLLER = "multikueue.x-k8s.io/external-dispatcher"
+PIPELINERUNS = Resource("tekton.dev", "v1", "pipelineruns", "PipelineRun")
+
+
+async def _holder(api: ApiClient, namespace: str) -> str | None:
+    try:
+        lease = await k8s_client.CoordinationV1Api(api).read_namespaced_lease("multikueue-dispatcher", namespace)
+    except k8s_client.ApiException:
+        return None
+    return lease.spec.holder_identity if lease.spec else None
+
+
+async def _reconciled(port: int) -> float:
+    """How many Workload reconciles a replica has started, from its own /metrics."""
+    timeout = aiohttp.ClientTimeout(total=5)
+    async with aiohttp.ClientSession(timeout=timeout) as http, http.get(f"http://127.0.0.1:{port}/metrics") as response:
+        text = await response.text()
+    for line in text.splitlines():
+        if line.startswith('multikueue_workqueue_wait_seconds_count{controller="multikueue_workload"}'):
+            return float(line.split()[-1])
+    return 0.0
+
+
+async def _submit(api: ApiClient, namespace: str, name: str, check: str) -> str:
+    body = pipelinerun(name)
+    body["spec"]["managedBy"] = kueue.MANAGED_BY
+    run = await Objects(api, PIPELINERUNS).create(body, namespace)
+    workload = await Objects(api, WORKLOADS).create(kueue.workload_for(run), namespace)
+    wl_name: str = workload["metadata"]["name"]
+    await kueue.reserve_quota(api, wl_name, namespace, checks=[check])
+    return wl_name
+
+
+async def test_the_standby_takes_over_when_the_leader_dies(
+    testbed: TestBed, namespace: str, manager_api: ApiClient, worker1_api: ApiClient, tmp_path: Path
+) -> None:
+    names = await kueue.multikueue_setup(
+        manager_api,
+        namespace=namespace,
+        prefix=namespace,
+        controller_name=CONTROLLER,
+        workers={"worker1": testbed.cluster("worker1").kubeconfig},
+    )
+    kubeconfig, config = tmp_path / "manager.kubeconfig", tmp_path / "config.yaml"
+    kubeconfig.write_text(yaml.safe_dump(testbed.cluster("manager").kubeconfig))
+    config.write_text(
+        "multiKueue: {externalFrameworks: [{name: PipelineRun.v1.tekton.dev}]}\n"
+        f"dispatcher: {{namespace: {namespace}, eventsBatchPeriod: 100ms}}\n"
+    )
+    ports = {"a": free_port(), "b": free_port()}
+    log = (tmp_path / "replicas.log").open("w")
+
+    def replica(name: str) -> list[str]:
+        return [
+            sys.executable,
+            "-m",
+            "multikueue",
+            "run",
+            "--kubeconfig",
+            str(kubeconfig),
+            "--config-file",
+            str(config),
+            "--log-format",
+            "json",
+            "--http-address",
+            f"127.0.0.1:{ports[name]}",
+            "--leader-elect",
+            "--leader-elect-namespace",
+            namespace,
+            "--leader-elect-identity",
+            name,
+            "--lease-duration",
+            "4",
+            "--renew-deadline",
+            "3",
+            "--retry-period",
+            "1",
+        ]
+
+    processes: dict[str, Any] = {}
+    try:
+        processes["a"] = await anyio.open_process(replica("a"), stdout=log, stderr=subprocess.STDOUT)
+        await eventually(lambda: _holder(manager_api, namespace), until=lambda h: h == "a", what="a leads")
+        processes["b"] = await anyio.open_process(replica("b"), stdout=log, stderr=subprocess.STDOUT)
+        await eventually(lambda: _reconciled(ports["b"]), until=lambda n: n == 0, what="b serving as standby")
+
+        first = await _submit(manager_api, namespace, "first", names["check"])
+        await eventually(lambda: Objects(worker1_api, WORKLOADS).get(first, namespace), what="first dispatched")
+        assert await _reconciled(ports["b"]) == 0, "the standby must not reconcile"
+        assert await _reconciled(ports["a"]) > 0
+
+        processes["a"].send_signal(signal.SIGKILL)
+        with anyio.fail_after(30):
+            await processes["a"].wait()
+        await eventually(
+            lambda: _holder(manager_api, namespace), until=lambda h: h == "b", timeout=60, what="b takes the lease"
+        )
+
+        second = await _submit(manager_api, namespace, "second", names["check"])
+        await eventually(lambda: Objects(worker1_api, WORKLOADS).get(second, namespace), what="second dispatched")
+        assert await _reconciled(ports["b"]) > 0
+        for workload, run in ((first, "first"), (second, "second")):
+            await kueue.admit(worker1_api, workload, namespace)
+            await eventually(
+                lambda r=run: Objects(worker1_api, PIPELINERUNS).get(r, namespace),  # type: ignore[misc]
+                what=f"{run} created on worker1",
+            )
+        listed = await k8s_client.CustomObjectsApi(worker1_api).list_namespaced_custom_object(
+            "tekton.dev", "v1", namespace, "pipelineruns"
+        )
+        assert sorted(i["metadata"]["name"] for i in listed["items"]) == ["first", "second"]
+    finally:
+        for process in processes.values():
+            if process.returncode is None:
+                process.terminate()
+                with anyio.fail_after(30):
+                    await process.wait()
+        log.close()
+        await kueue.multikueue_teardown(manager_api, names)
