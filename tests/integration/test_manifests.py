@@ -1,0 +1,142 @@
+"""The shipped manifests: accepted by a real API server, and their RBAC is exactly enough to dispatch a run."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import yaml
+
+from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
+from multikueue.kube.resources import WORKLOADS, Objects, Resource
+from multikueue.manager import LeaderElectionSettings, Manager, load_configuration
+from multikueue.testing import TestBed, kueue
+from multikueue.testing.accounts import mint_service_account_kubeconfig
+from multikueue.testing.objects import pipelinerun, running_status
+from multikueue.testing.waiting import eventually
+
+CONFIG = Path(__file__).parents[2] / "config"
+SYSTEM = "multikueue-system"
+PIPELINERUNS = Resource("tekton.dev", "v1", "pipelineruns", "PipelineRun")
+
+
+async def kubectl(bed: TestBed, cluster: str, *args: str) -> str:
+    assert bed.binaries.kubectl is not None, "kubectl is part of the test bed's binaries"
+    argv = [str(bed.binaries.kubectl), "--kubeconfig", str(bed.kubeconfig_path), "--context", cluster, *args]
+    result = await anyio.run_process(argv, check=False)
+    output = result.stdout.decode() + result.stderr.decode()
+    assert result.returncode == 0, f"kubectl {' '.join(args)} failed:\n{output}"
+    return output
+
+
+async def test_the_manifests_pass_server_side_dry_run(testbed: TestBed) -> None:
+    # A dry run persists nothing, so the namespace the other objects live in must exist for real first.
+    for cluster, kustomization in (("manager", "manager"), ("worker1", "worker")):
+        await kubectl(testbed, cluster, "apply", "--server-side", "-f", str(CONFIG / "manager" / "namespace.yaml"))
+        output = await kubectl(
+            testbed, cluster, "apply", "--server-side", "--dry-run=server", "-k", str(CONFIG / kustomization)
+        )
+        assert "(server dry run)" in output
+    manager_objects = await kubectl(testbed, "manager", "kustomize", str(CONFIG / "manager"))
+    kinds = sorted(d["kind"] for d in yaml.safe_load_all(manager_objects) if d)
+    assert kinds == sorted(
+        [
+            "Namespace",
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding",
+            "Role",
+            "RoleBinding",
+            "ConfigMap",
+            "Deployment",
+            "Service",
+        ]
+    )
+
+
+async def test_the_shipped_rbac_is_exactly_enough_to_dispatch(
+    testbed: TestBed,
+    namespace: str,
+    manager_api: ApiClient,
+    worker1_api: ApiClient,
+    worker2_api: ApiClient,
+    tmp_path: Path,
+) -> None:
+    await kubectl(testbed, "manager", "apply", "--server-side", "-k", str(CONFIG / "manager"))
+    workers = {}
+    for worker, api in (("worker1", worker1_api), ("worker2", worker2_api)):
+        await kubectl(testbed, worker, "apply", "--server-side", "-k", str(CONFIG / "worker"))
+        workers[worker] = await mint_service_account_kubeconfig(
+            api, testbed.cluster(worker), namespace=SYSTEM, name="multikueue-dispatcher"
+        )
+    names = await kueue.multikueue_setup(
+        manager_api,
+        namespace=SYSTEM,
+        prefix=namespace,
+        workers=workers,
+        controller_name="multikueue.x-k8s.io/external-dispatcher",
+    )
+    controller = await mint_service_account_kubeconfig(
+        manager_api, testbed.cluster("manager"), namespace=SYSTEM, name="multikueue-controller"
+    )
+    try:
+        async with (
+            await api_client_from_kubeconfig(controller, temp_dir=tmp_path) as restricted,
+            anyio.create_task_group() as tg,
+        ):
+            # Everything below runs as the shipped ServiceAccounts: the ConfigMap, the Lease, the Secrets, the
+            # manager's objects, and (through the minted kubeconfigs) both workers.
+            config = await load_configuration(restricted, SYSTEM, "multikueue-config", "controller_manager_config.yaml")
+            manager = Manager(restricted, config, temp_dir=tmp_path / "certs")
+            election = LeaderElectionSettings(SYSTEM, "multikueue-dispatcher", f"rbac-{namespace}", 15, 10, 2)
+            tg.start_soon(manager.run_as_leader, election)
+            with anyio.fail_after(60):
+                await manager.started.wait()
+            await _dispatch_one(testbed, namespace, names, manager_api, worker2_api)
+            tg.cancel_scope.cancel()
+    finally:
+        await kueue.multikueue_teardown(manager_api, names)
+
+
+async def _dispatch_one(
+    bed: TestBed, namespace: str, names: dict[str, str], manager_api: ApiClient, worker2_api: ApiClient
+) -> None:
+    runs, workloads = Objects(manager_api, PIPELINERUNS), Objects(manager_api, WORKLOADS)
+    body = pipelinerun("least-privilege")
+    body["spec"]["managedBy"] = kueue.MANAGED_BY
+    run = await runs.create(body, namespace)
+    workload = await workloads.create(kueue.workload_for(run), namespace)
+    wl_name = workload["metadata"]["name"]
+    await kueue.reserve_quota(manager_api, wl_name, namespace, checks=[names["check"]])
+
+    async def copy_on_worker2() -> Any:
+        return await Objects(worker2_api, WORKLOADS).get(wl_name, namespace)
+
+    await eventually(copy_on_worker2, timeout=60, what="copy on worker2")
+    await kueue.admit(worker2_api, wl_name, namespace)
+    worker_runs = Objects(worker2_api, PIPELINERUNS)
+    await eventually(lambda: worker_runs.get("least-privilege", namespace), timeout=60, what="run on worker2")
+    await worker_runs.patch_status("least-privilege", {"status": running_status("least-privilege")}, namespace)
+    await eventually(
+        lambda: runs.get("least-privilege", namespace),
+        until=lambda r: r is not None and "status" in r,
+        timeout=60,
+        what="mirrored",
+    )
+    await kueue.finish(worker2_api, wl_name, namespace)
+    finished = await eventually(
+        lambda: workloads.get(wl_name, namespace),
+        until=lambda w: w is not None and any(c["type"] == "Finished" for c in w["status"]["conditions"]),
+        timeout=60,
+        what="finished on the manager",
+    )
+    assert finished is not None
+    state = next(c for c in finished["status"]["admissionChecks"] if c["name"] == names["check"])
+    assert state["state"] == "Ready"
+    await eventually(
+        lambda: worker_runs.get("least-privilege", namespace),
+        until=lambda r: r is None,
+        timeout=60,
+        what="run removed from worker2",
+    )
