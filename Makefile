@@ -1,4 +1,4 @@
-# Two entry points for a newcomer:  `make run` (the main job)  and  `make test` (the whole suite).
+# Two entry points for a newcomer:  `make run` (the demo)  and  `make test` (the whole suite).
 # Both create the virtualenv and obtain the Kubernetes binaries (cached outside the repository) first.
 
 PYTHON ?= python3
@@ -8,7 +8,7 @@ BIN    := $(VENV)/bin
 .PHONY: run test lint typecheck pytest binaries clean
 
 run: $(VENV)/.installed binaries
-	$(BIN)/multikueue testbed up
+	$(BIN)/multikueue demo
 
 test: lint typecheck binaries pytest
 

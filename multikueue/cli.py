@@ -43,6 +43,11 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     run.add_argument("--log-format", default="auto", choices=["auto", "json", "console"])
 
+    demo = commands.add_parser(
+        "demo", help="three local clusters, the shipped manifests, and one PipelineRun dispatched end to end"
+    )
+    demo.add_argument("--once", action="store_true", help="exit (removing everything) when the story is told")
+
     testbed = commands.add_parser("testbed", help="the local three-cluster Kubernetes test bed")
     testbed_commands = testbed.add_subparsers(dest="testbed_command", metavar="ACTION", required=True)
     up = testbed_commands.add_parser(
@@ -201,6 +206,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "run":
             return _run(args)
+        if args.command == "demo":
+            from multikueue import demo as demo_module
+
+            return demo_module.main(once=args.once)
         if args.command == "testbed" and args.testbed_command == "up":
             return _testbed_up(args.once, not args.no_crds)
         if args.command == "testbed" and args.testbed_command == "binaries":

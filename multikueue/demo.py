@@ -1,0 +1,293 @@
+"""The README's main job: three local clusters, the shipped manifests, the dispatcher as its own process, and one
+Tekton PipelineRun taken from the manager to a worker and back.
+
+No Kueue, tekton-kueue or Tekton controller runs here, so the demo plays their parts with the exact writes they
+make, and says so at each step; everything the dispatcher does, it does by itself.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import yaml
+
+from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
+from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects, Resource
+from multikueue.testing import crds, kueue
+from multikueue.testing.accounts import mint_service_account_kubeconfig
+from multikueue.testing.testbed import TestBed, free_port
+from multikueue.testing.waiting import eventually
+
+ROOT = Path(__file__).resolve().parents[1]
+Object = dict[str, Any]
+PIPELINERUNS = Resource("tekton.dev", "v1", "pipelineruns", "PipelineRun")
+NAMESPACE, SYSTEM, CHECK = "team-a", "multikueue-system", "multikueue-pipelines"
+
+
+class Story:
+    def __init__(self) -> None:
+        self.started = time.monotonic()
+
+    def say(self, text: str, *, role: str | None = None) -> None:
+        who = f"[{role}] " if role else ""
+        print(f"[{time.monotonic() - self.started:6.1f}s] {who}{text}", flush=True)
+
+
+def _kubectl(bed: TestBed, cluster: str, *args: str) -> None:
+    assert bed.binaries.kubectl is not None
+    argv = [str(bed.binaries.kubectl), "--kubeconfig", str(bed.kubeconfig_path), "--context", cluster, *args]
+    result = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    if result.returncode != 0:
+        raise RuntimeError(f"kubectl {' '.join(args)} on {cluster} failed:\n{result.stdout}{result.stderr}")
+
+
+def main(*, once: bool) -> int:
+    for needed in (ROOT / "config" / "manager" / "config.yaml", ROOT / "examples" / "tekton" / "pipelinerun.yaml"):
+        if not needed.exists():
+            print(
+                f"multikueue demo: {needed} not found; run the demo from a checkout of the repository", file=sys.stderr
+            )
+            return 2
+    story = Story()
+    story.say("starting etcd and three kube-apiservers: manager, worker1, worker2")
+    with TestBed() as bed:
+        story.say(f"clusters ready ({bed.binaries.version()}); installing Kueue's and Tekton's CRDs on each")
+        definitions = crds.all_crds()
+
+        async def install() -> None:
+            for cluster in bed.clusters.values():
+                async with await api_client_from_kubeconfig(cluster.kubeconfig) as api:
+                    await crds.install_crds(api, definitions)
+
+        anyio.run(install)
+        for worker in ("worker1", "worker2"):
+            _kubectl(bed, worker, "apply", "--server-side", "-k", str(ROOT / "config" / "worker"))
+            _kubectl(bed, worker, "apply", "--server-side", "-f", str(ROOT / "examples" / "tekton" / "worker.yaml"))
+        _kubectl(bed, "manager", "apply", "--server-side", "-f", str(ROOT / "config" / "manager" / "namespace.yaml"))
+        _kubectl(bed, "manager", "apply", "--server-side", "-f", str(ROOT / "examples" / "tekton" / "manager.yaml"))
+        story.say(
+            "applied config/worker and examples/tekton/worker.yaml on the workers, examples/tekton/manager.yaml "
+            "on the manager"
+        )
+        port = free_port()
+        log_path = (bed.workdir or Path(".")) / "dispatcher.log"
+        with log_path.open("w") as log:
+            argv = [
+                sys.executable,
+                "-m",
+                "multikueue",
+                "run",
+                "--kubeconfig",
+                str(bed.cluster("manager").kubeconfig_path),
+                "--config-file",
+                str(ROOT / "config" / "manager" / "config.yaml"),
+                "--http-address",
+                f"127.0.0.1:{port}",
+                "--log-format",
+                "console",
+            ]
+            dispatcher = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
+            story.say(
+                f"dispatcher started as its own process (PID {dispatcher.pid}) from config/manager/config.yaml; "
+                f"log: {log_path}; metrics: http://127.0.0.1:{port}/metrics"
+            )
+            try:
+                anyio.run(_story, bed, story)
+                _print_exploration(bed, log_path, port, once=once)
+                if not once:
+                    print("\nEverything keeps running; press Ctrl-C to stop and remove it all.", flush=True)
+                    dispatcher.wait()
+            finally:
+                dispatcher.terminate()
+                dispatcher.wait(timeout=30)
+    return 0
+
+
+async def _story(bed: TestBed, story: Story) -> None:
+    async with (
+        await api_client_from_kubeconfig(bed.cluster("manager").kubeconfig) as manager,
+        await api_client_from_kubeconfig(bed.cluster("worker1").kubeconfig) as worker1,
+        await api_client_from_kubeconfig(bed.cluster("worker2").kubeconfig) as worker2,
+    ):
+        for worker, api in (("worker1", worker1), ("worker2", worker2)):
+            kubeconfig = await mint_service_account_kubeconfig(
+                api, bed.cluster(worker), namespace=SYSTEM, name="multikueue-dispatcher"
+            )
+            await _secret(manager, f"{worker}-kubeconfig", kubeconfig)
+        story.say(
+            "minted a kubeconfig for each worker's multikueue-dispatcher ServiceAccount and stored it in "
+            "the manager Secrets the MultiKueueClusters name"
+        )
+        for worker in ("worker1", "worker2"):
+            await eventually(
+                _present(Objects(manager, MULTIKUEUE_CLUSTERS), worker, None),
+                until=_active,
+                timeout=60,
+                what=f"{worker} Active",
+            )
+        story.say("MultiKueueClusters worker1 and worker2: Active=True, reason Active, message Connected")
+
+        runs = Objects(manager, PIPELINERUNS)
+        text = (ROOT / "examples" / "tekton" / "pipelinerun.yaml").read_text()
+        run = await runs.create(yaml.safe_load(text), NAMESPACE)
+        story.say(
+            "submitted examples/tekton/pipelinerun.yaml on the manager (spec.managedBy: kueue.x-k8s.io/multikueue)"
+        )
+        workload = await Objects(manager, WORKLOADS).create(kueue.workload_for(run, queue="pipelines-queue"), NAMESPACE)
+        wl = workload["metadata"]["name"]
+        story.say(f"created Workload {wl} owned by the PipelineRun", role="playing tekton-kueue")
+        await kueue.reserve_quota(manager, wl, NAMESPACE, checks=[CHECK], queue="pipelines")
+        story.say(
+            "reserved quota in ClusterQueue pipelines; admission check multikueue-pipelines is Pending",
+            role="playing Kueue on the manager",
+        )
+
+        for worker, api in (("worker1", worker1), ("worker2", worker2)):
+            await eventually(_present(Objects(api, WORKLOADS), wl), timeout=60, what=f"copy on {worker}")
+        story.say("the dispatcher nominated both workers and copied the Workload to each")
+        await kueue.admit(worker1, wl, NAMESPACE)
+        story.say("admitted its copy first", role="playing Kueue on worker1")
+        admitted = await eventually(
+            _present(Objects(manager, WORKLOADS), wl),
+            until=lambda w: bool(w["status"].get("clusterName")),
+            timeout=60,
+            what="admitted",
+        )
+        state = next(s for s in admitted["status"]["admissionChecks"] if s["name"] == CHECK)
+        story.say(
+            f"admission check {state['state']}: {state['message']}; clusterName={admitted['status']['clusterName']}"
+        )
+        await eventually(
+            lambda: Objects(worker2, WORKLOADS).get(wl, NAMESPACE),
+            until=lambda w: w is None,
+            timeout=60,
+            what="worker2 copy removed",
+        )
+        remote_runs = Objects(worker1, PIPELINERUNS)
+        remote = await eventually(_present(remote_runs, "hello"), timeout=60, what="run on worker1")
+        story.say(
+            f"PipelineRun hello created on worker1 without managedBy (spec keys: {sorted(remote['spec'])}); "
+            "worker2's copy deleted"
+        )
+
+        await remote_runs.patch_status(
+            "hello",
+            {
+                "status": _status(
+                    "Unknown", "Running", "Tasks Completed: 0 (Failed: 0, Cancelled 0), Incomplete: 1, Skipped: 0"
+                )
+            },
+            NAMESPACE,
+        )
+        story.say("marked the run Running", role="playing Tekton on worker1")
+        await eventually(
+            _present(runs, "hello"),
+            until=lambda r: _reason(r) == "Running",
+            timeout=60,
+            what="Running mirrored",
+        )
+        story.say("the manager's PipelineRun shows Succeeded=Unknown/Running: the worker's status, mirrored")
+        await remote_runs.patch_status(
+            "hello",
+            {
+                "status": _status(
+                    "True", "Succeeded", "Tasks Completed: 1 (Failed: 0, Cancelled 0), Skipped: 0", done=True
+                )
+            },
+            NAMESPACE,
+        )
+        story.say("marked the run Succeeded", role="playing Tekton on worker1")
+        await kueue.finish(worker1, wl, NAMESPACE, reason="Succeeded", message="PipelineRun finished")
+        story.say("marked its Workload Finished", role="playing Kueue on worker1")
+        await eventually(
+            _present(Objects(manager, WORKLOADS), wl),
+            until=lambda w: any(c["type"] == "Finished" for c in w["status"]["conditions"]),
+            timeout=60,
+            what="finished",
+        )
+        final = await _present(runs, "hello")()
+        story.say(
+            f"manager PipelineRun: Succeeded={final['status']['conditions'][0]['status']} "
+            f"({_reason(final)}); manager Workload Finished"
+        )
+        await eventually(
+            lambda: remote_runs.get("hello", NAMESPACE), until=lambda r: r is None, timeout=60, what="clean-up"
+        )
+        await eventually(
+            lambda: Objects(worker1, WORKLOADS).get(wl, NAMESPACE),
+            until=lambda w: w is None,
+            timeout=60,
+            what="clean-up",
+        )
+        story.say("nothing left on the workers: the dispatcher deleted the worker's PipelineRun and Workload")
+
+
+def _present(objects: Objects, name: str, namespace: str | None = NAMESPACE) -> Callable[[], Awaitable[Object]]:
+    """A probe for ``eventually``: the object, or "not yet" while it does not exist."""
+
+    async def probe() -> Object:
+        found = await objects.get(name, namespace)
+        if found is None:
+            raise LookupError(f"{name} not found yet")
+        return found
+
+    return probe
+
+
+def _active(cluster: Any) -> bool:
+    conditions = ((cluster or {}).get("status") or {}).get("conditions") or []
+    return any(c["type"] == "Active" and c["status"] == "True" for c in conditions)
+
+
+def _reason(run: Any) -> str:
+    conditions = ((run or {}).get("status") or {}).get("conditions") or [{}]
+    return str(conditions[0].get("reason", ""))
+
+
+def _status(status: str, reason: str, message: str, *, done: bool = False) -> dict[str, Any]:
+    now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    body: dict[str, Any] = {
+        "startTime": now,
+        "conditions": [
+            {"type": "Succeeded", "status": status, "reason": reason, "message": message, "lastTransitionTime": now}
+        ],
+    }
+    if done:
+        body["completionTime"] = now
+    return body
+
+
+async def _secret(api: ApiClient, name: str, kubeconfig: dict[str, Any]) -> None:
+    import base64
+
+    from kubernetes_asyncio import client as k8s_client
+
+    from multikueue.kube.client import raw_body
+
+    data = base64.b64encode(yaml.safe_dump(kubeconfig).encode()).decode()
+    body = raw_body({"metadata": {"name": name}, "data": {"kubeconfig": data}})
+    await k8s_client.CoreV1Api(api).create_namespaced_secret(SYSTEM, body)
+
+
+def _print_exploration(bed: TestBed, log_path: Path, port: int, *, once: bool) -> None:
+    kubectl = bed.binaries.kubectl or "kubectl"
+    when = "run `make run` (without --once) to keep the clusters and explore" if once else "while it runs"
+    print(
+        f"""
+Explore ({when}):
+  export KUBECONFIG={bed.kubeconfig_path}
+  alias kubectl={kubectl}
+  kubectl --context manager -n team-a get pipelineruns,workloads -o wide
+  kubectl --context manager get multikueueclusters,admissioncheck
+  kubectl --context manager -n team-a get events --field-selector reason=MultiKueue
+  kubectl --context worker1 -n team-a get pipelineruns,workloads
+  curl -s http://127.0.0.1:{port}/metrics | grep ^multikueue_
+  less {log_path}""",
+        flush=True,
+    )
