@@ -79,23 +79,14 @@ def _testbed_binaries(extra: Sequence[str]) -> int:
 
 
 def _testbed_up(once: bool, install: bool) -> int:
-    import anyio
 
-    from multikueue.kube.client import api_client_from_kubeconfig
     from multikueue.testing import crds
     from multikueue.testing.testbed import TestBed
 
     with TestBed() as bed:
         if install:
             print("[testbed] installing Kueue's and Tekton's CRDs from the Go module cache", file=sys.stderr)
-            definitions = crds.all_crds()
-
-            async def install_all() -> None:
-                for cluster in bed.clusters.values():
-                    async with await api_client_from_kubeconfig(cluster.kubeconfig) as api:
-                        await crds.install_crds(api, definitions)
-
-            anyio.run(install_all)
+            crds.install_on_bed(bed)
         print(f"\nThree clusters are running ({bed.binaries.version()}, etcd shared, one prefix each).")
         print(f"  export KUBECONFIG={bed.kubeconfig_path}")
         for cluster in bed.clusters.values():

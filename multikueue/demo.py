@@ -58,14 +58,7 @@ def main(*, once: bool) -> int:
     story.say("starting etcd and three kube-apiservers: manager, worker1, worker2")
     with TestBed() as bed:
         story.say(f"clusters ready ({bed.binaries.version()}); installing Kueue's and Tekton's CRDs on each")
-        definitions = crds.all_crds()
-
-        async def install() -> None:
-            for cluster in bed.clusters.values():
-                async with await api_client_from_kubeconfig(cluster.kubeconfig) as api:
-                    await crds.install_crds(api, definitions)
-
-        anyio.run(install)
+        crds.install_on_bed(bed)
         for worker in ("worker1", "worker2"):
             _kubectl(bed, worker, "apply", "--server-side", "-k", str(ROOT / "config" / "worker"))
             _kubectl(bed, worker, "apply", "--server-side", "-f", str(ROOT / "examples" / "tekton" / "worker.yaml"))

@@ -18,14 +18,17 @@ import subprocess
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anyio
 import yaml
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from multikueue.kube.client import raw_body
+from multikueue.kube.client import api_client_from_kubeconfig, raw_body
+
+if TYPE_CHECKING:
+    from multikueue.testing.testbed import TestBed
 
 KUEUE_MODULE = "sigs.k8s.io/kueue"
 KUEUE_VERSION = "v0.19.2"
@@ -169,3 +172,15 @@ async def delete_crd(api: k8s_client.ApiClient, name: str) -> None:
     except ApiException as e:
         if e.status != 404:
             raise
+
+
+def install_on_bed(bed: TestBed, definitions: Sequence[dict[str, Any]] | None = None) -> None:
+    """Install CRDs (by default Kueue's and Tekton's) on every cluster of a running test bed."""
+    chosen = list(definitions) if definitions is not None else all_crds()
+
+    async def install() -> None:
+        for cluster in bed.clusters.values():
+            async with await api_client_from_kubeconfig(cluster.kubeconfig) as api:
+                await install_crds(api, chosen)
+
+    anyio.run(install)

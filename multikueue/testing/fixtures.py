@@ -11,7 +11,6 @@ import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
-import anyio
 import pytest
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio.client.exceptions import ApiException
@@ -28,15 +27,9 @@ def anyio_backend() -> str:
 
 @pytest.fixture(scope="session")
 def testbed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[TestBed]:
-    definitions = crds.all_crds()
+    definitions = crds.all_crds()  # before the clusters start: a download error should not cost a bed start
     with TestBed() as bed:
-
-        async def install() -> None:
-            for cluster in bed.clusters.values():
-                async with await api_client_from_kubeconfig(cluster.kubeconfig) as api:
-                    await crds.install_crds(api, definitions)
-
-        anyio.run(install)
+        crds.install_on_bed(bed, definitions)
         yield bed
 
 

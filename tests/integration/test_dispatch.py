@@ -17,6 +17,7 @@ from multikueue.manager import Manager
 from multikueue.testing import TestBed, kueue
 from multikueue.testing.objects import pipelinerun, running_status
 from multikueue.testing.waiting import eventually, wait_until
+from tests.integration.controller import run_argv
 
 CONTROLLER = "multikueue.x-k8s.io/external-dispatcher"
 PIPELINERUNS = Resource("tekton.dev", "v1", "pipelineruns", "PipelineRun")
@@ -430,30 +431,18 @@ async def test_a_controller_killed_mid_dispatch_neither_duplicates_nor_loses_the
 ) -> None:
     import signal
     import subprocess
-    import sys
 
-    import yaml
 
     s = scenario
     s.stop_manager()  # this test runs the controller as a real process, to kill it for real
-    kubeconfig, config = tmp_path / "manager.kubeconfig", tmp_path / "config.yaml"
-    kubeconfig.write_text(yaml.safe_dump(s.bed.cluster("manager").kubeconfig))
-    config.write_text(
+    argv = run_argv(
+        s.bed,
+        tmp_path,
         "multiKueue: {workerLostTimeout: 10s, externalFrameworks: [{name: PipelineRun.v1.tekton.dev}]}\n"
-        f"dispatcher: {{namespace: {s.namespace}, eventsBatchPeriod: 100ms}}\n"
+        f"dispatcher: {{namespace: {s.namespace}, eventsBatchPeriod: 100ms}}\n",
+        "--http-address",
+        "",
     )
-    argv = [
-        sys.executable,
-        "-m",
-        "multikueue",
-        "run",
-        "--kubeconfig",
-        str(kubeconfig),
-        "--config-file",
-        str(config),
-        "--log-format",
-        "json",
-    ]
     log = (tmp_path / "controller.log").open("w")
     first = await anyio.open_process(argv, stdout=log, stderr=subprocess.STDOUT)
     second = None

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import signal
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import aiohttp
 import anyio
-import yaml
 from kubernetes_asyncio import client as k8s_client
 
 from multikueue.kube.client import ApiClient
@@ -19,6 +17,7 @@ from multikueue.testing import TestBed, kueue
 from multikueue.testing.objects import pipelinerun
 from multikueue.testing.testbed import free_port
 from multikueue.testing.waiting import eventually
+from tests.integration.controller import run_argv
 
 CONTROLLER = "multikueue.x-k8s.io/external-dispatcher"
 PIPELINERUNS = Resource("tekton.dev", "v1", "pipelineruns", "PipelineRun")
@@ -63,9 +62,7 @@ async def test_the_standby_takes_over_when_the_leader_dies(
         controller_name=CONTROLLER,
         workers={"worker1": testbed.cluster("worker1").kubeconfig},
     )
-    kubeconfig, config = tmp_path / "manager.kubeconfig", tmp_path / "config.yaml"
-    kubeconfig.write_text(yaml.safe_dump(testbed.cluster("manager").kubeconfig))
-    config.write_text(
+    config = (
         "multiKueue: {externalFrameworks: [{name: PipelineRun.v1.tekton.dev}]}\n"
         f"dispatcher: {{namespace: {namespace}, eventsBatchPeriod: 100ms}}\n"
     )
@@ -73,17 +70,10 @@ async def test_the_standby_takes_over_when_the_leader_dies(
     log = (tmp_path / "replicas.log").open("w")
 
     def replica(name: str) -> list[str]:
-        return [
-            sys.executable,
-            "-m",
-            "multikueue",
-            "run",
-            "--kubeconfig",
-            str(kubeconfig),
-            "--config-file",
-            str(config),
-            "--log-format",
-            "json",
+        return run_argv(
+            testbed,
+            tmp_path,
+            config,
             "--http-address",
             f"127.0.0.1:{ports[name]}",
             "--leader-elect",
@@ -97,7 +87,7 @@ async def test_the_standby_takes_over_when_the_leader_dies(
             "3",
             "--retry-period",
             "1",
-        ]
+        )
 
     processes: dict[str, Any] = {}
     try:

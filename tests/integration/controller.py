@@ -1,0 +1,30 @@
+"""Starting the controller as its own process, as the tests that kill or replicate it need."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import yaml
+
+from multikueue.testing import TestBed
+
+
+def run_argv(bed: TestBed, directory: Path, config_text: str, *extra: str) -> list[str]:
+    """``multikueue run`` against the bed's manager, with ``config_text`` as its configuration file."""
+    kubeconfig, config = directory / "manager.kubeconfig", directory / "config.yaml"
+    kubeconfig.write_text(yaml.safe_dump(bed.cluster("manager").kubeconfig))
+    config.write_text(config_text)
+    return [
+        sys.executable,
+        "-m",
+        "multikueue",
+        "run",
+        "--kubeconfig",
+        str(kubeconfig),
+        "--config-file",
+        str(config),
+        "--log-format",
+        "json",
+        *extra,
+    ]
