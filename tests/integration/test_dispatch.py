@@ -432,7 +432,6 @@ async def test_a_controller_killed_mid_dispatch_neither_duplicates_nor_loses_the
     import signal
     import subprocess
 
-
     s = scenario
     s.stop_manager()  # this test runs the controller as a real process, to kill it for real
     argv = run_argv(
