@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from types import FrameType
 
 from multikueue import __version__
+from multikueue.testing.binaries import OPTIONAL_KUBERNETES_COMMANDS
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -60,7 +61,7 @@ def _build_parser() -> argparse.ArgumentParser:
         "--extra",
         action="append",
         default=[],
-        choices=["kube-controller-manager", "kube-scheduler"],
+        choices=OPTIONAL_KUBERNETES_COMMANDS,
         help="also build this optional program (repeatable)",
     )
     return parser

@@ -13,14 +13,13 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
 KUEUE_MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
 DEFAULT_CONTROLLER_NAME = "multikueue.x-k8s.io/external-dispatcher"
 DISPATCHER_ALL_AT_ONCE = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
 DISPATCHER_INCREMENTAL = "kueue.x-k8s.io/multikueue-dispatcher-incremental"
-CONFIG_API_VERSIONS = ("config.kueue.x-k8s.io/v1beta2", "config.kueue.x-k8s.io/v1beta1")
 
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")
 _DURATION_PART = re.compile(r"(\d+(?:\.\d*)?|\.\d+)(ns|us|µs|ms|s|m|h)")
@@ -63,7 +62,8 @@ def _duration(value: Any) -> float:
     return seconds
 
 
-Duration = Annotated[float, Field(description="seconds; written as a Go duration string")]
+Duration = Annotated[float, BeforeValidator(_duration)]
+"""Seconds, written in the document as a non-negative Go duration string."""
 
 
 @dataclass(frozen=True, order=True)
@@ -122,16 +122,6 @@ class MultiKueue(_Model):
     external_frameworks: tuple[ExternalFramework, ...] = ()
     cluster_profile: dict[str, Any] | None = None  # accepted for compatibility; not supported by this controller
 
-    _durations = field_validator("gc_interval", "worker_lost_timeout", mode="before")(classmethod(
-        lambda cls, v: _duration(v)))  # fmt: skip
-
-    @field_validator("gc_interval", "worker_lost_timeout")
-    @classmethod
-    def _not_negative(cls, value: float) -> float:
-        if value < 0:
-            raise ValueError(f"must not be negative, got {value}s")
-        return value
-
     @field_validator("origin")
     @classmethod
     def _label_value(cls, value: str) -> str:
@@ -167,11 +157,6 @@ class WorkerClient(_Model):
     burst: int = Field(default=100, ge=1)
     timeout: Duration = 15.0
 
-    @field_validator("timeout", mode="before")
-    @classmethod
-    def _durations(cls, value: Any) -> float:
-        return _duration(value)
-
 
 class Dispatcher(_Model):
     """This controller's own settings (not part of Kueue's Configuration)."""
@@ -183,11 +168,6 @@ class Dispatcher(_Model):
     worker_client: WorkerClient = WorkerClient()
     events_batch_period: Duration = 1.0
     incremental_round_timeout: Duration = 300.0  # Kueue's fixed 5-minute round, configurable here
-
-    @field_validator("events_batch_period", "incremental_round_timeout", mode="before")
-    @classmethod
-    def _durations(cls, value: Any) -> float:
-        return _duration(value)
 
 
 class Configuration(_Model):

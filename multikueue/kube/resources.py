@@ -7,7 +7,6 @@ client library's model classes.
 from __future__ import annotations
 
 import functools
-import json
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,7 +18,6 @@ from multikueue.kube.listwatch import ApiListSource
 
 Object = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
-APPLY_PATCH = "application/apply-patch+yaml"
 
 
 @dataclass(frozen=True)
@@ -63,12 +61,14 @@ class Objects:
             return (r.group, r.version, namespace, r.plural)
         return (r.group, r.version, r.plural)
 
+    def _method(self, verb: str, suffix: str = "") -> Any:
+        """``CustomObjectsApi.<verb>_{namespaced|cluster}_custom_object<suffix>`` for this resource's scope."""
+        scope = "namespaced" if self.resource.namespaced else "cluster"
+        return getattr(self._co, f"{verb}_{scope}_custom_object{suffix}")
+
     async def get(self, name: str, namespace: str | None = None) -> Object | None:
-        method = (
-            self._co.get_namespaced_custom_object if self.resource.namespaced else self._co.get_cluster_custom_object
-        )
         try:
-            result: Object = await method(*self._address(namespace), name)
+            result: Object = await self._method("get")(*self._address(namespace), name)
         except ApiException as e:
             if e.status == 404:
                 return None
@@ -76,22 +76,12 @@ class Objects:
         return result
 
     async def create(self, body: Object, namespace: str | None = None) -> Object:
-        method = (
-            self._co.create_namespaced_custom_object
-            if self.resource.namespaced
-            else self._co.create_cluster_custom_object
-        )
-        result: Object = await method(*self._address(namespace), body)
+        result: Object = await self._method("create")(*self._address(namespace), body)
         return result
 
     async def delete(self, name: str, namespace: str | None = None, *, propagation: str = "Background") -> bool:
-        method = (
-            self._co.delete_namespaced_custom_object
-            if self.resource.namespaced
-            else self._co.delete_cluster_custom_object
-        )
         try:
-            await method(*self._address(namespace), name, propagation_policy=propagation)
+            await self._method("delete")(*self._address(namespace), name, propagation_policy=propagation)
         except ApiException as e:
             if e.status == 404:
                 return False
@@ -100,38 +90,13 @@ class Objects:
 
     async def patch(self, name: str, patch: Object, namespace: str | None = None) -> Object:
         """A JSON merge patch (RFC 7386: ``None`` deletes a key, lists are replaced whole)."""
-        method = (
-            self._co.patch_namespaced_custom_object
-            if self.resource.namespaced
-            else self._co.patch_cluster_custom_object
-        )
-        result: Object = await method(*self._address(namespace), name, patch, _content_type=MERGE_PATCH)
+        result: Object = await self._method("patch")(*self._address(namespace), name, patch, _content_type=MERGE_PATCH)
         return result
 
     async def patch_status(self, name: str, patch: Object, namespace: str | None = None) -> Object:
         """A JSON merge patch on the ``/status`` subresource."""
-        method = (
-            self._co.patch_namespaced_custom_object_status
-            if self.resource.namespaced
-            else self._co.patch_cluster_custom_object_status
-        )
+        method = self._method("patch", "_status")
         result: Object = await method(*self._address(namespace), name, patch, _content_type=MERGE_PATCH)
-        return result
-
-    async def apply_status(self, body: Object, *, field_manager: str, force: bool = True) -> Object:
-        """Server-side apply on ``/status``: list entries keyed by name/type merge with other writers' entries."""
-        meta = body["metadata"]
-        namespace = meta.get("namespace")
-        method = (
-            self._co.patch_namespaced_custom_object_status
-            if self.resource.namespaced
-            else self._co.patch_cluster_custom_object_status
-        )
-        # The client serialises only JSON content types itself; JSON text is valid YAML for an apply patch.
-        result: Object = await method(
-            *self._address(namespace), meta["name"], json.dumps(body),
-            field_manager=field_manager, force=force, _content_type=APPLY_PATCH,
-        )  # fmt: skip
         return result
 
     def source(self, *, namespace: str | None = None, label_selector: str | None = None) -> ApiListSource:

@@ -70,9 +70,6 @@ class Binaries:
         p = self.path("kubectl")
         return p if p.exists() else None
 
-    def has(self, name: str) -> bool:
-        return os.access(self.path(name), os.X_OK)
-
     def version(self, name: str = "kube-apiserver") -> str:
         out = subprocess.run(
             [str(self.path(name)), "--version"], capture_output=True, text=True, timeout=30, check=True

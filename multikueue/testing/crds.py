@@ -165,15 +165,6 @@ async def install_crds(api: k8s_client.ApiClient, crds: Sequence[dict[str, Any]]
                 await anyio.sleep(0.1)
 
 
-async def delete_crd(api: k8s_client.ApiClient, name: str) -> None:
-    ext = k8s_client.ApiextensionsV1Api(api)
-    try:
-        await ext.delete_custom_resource_definition(name)
-    except ApiException as e:
-        if e.status != 404:
-            raise
-
-
 def install_on_bed(bed: TestBed, definitions: Sequence[dict[str, Any]] | None = None) -> None:
     """Install CRDs (by default Kueue's and Tekton's) on every cluster of a running test bed."""
     chosen = list(definitions) if definitions is not None else all_crds()

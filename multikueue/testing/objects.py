@@ -69,7 +69,6 @@ def running_status(name: str) -> dict[str, Any]:
 
 
 WIDGET_GROUP = "examples.multikueue.x-k8s.io"
-WIDGETS = ResourceAddress(group=WIDGET_GROUP, version="v1", plural="widgets")
 
 
 def widget_crd(*, strict_status: bool) -> dict[str, Any]:

@@ -82,10 +82,6 @@ class CertificateAuthority:
     def cert_pem(self) -> bytes:
         return self._cert.public_bytes(serialization.Encoding.PEM)
 
-    @property
-    def key_pair(self) -> KeyPair:
-        return KeyPair(self.cert_pem, _key_pem(self._key))
-
     def issue(
         self,
         common_name: str,
