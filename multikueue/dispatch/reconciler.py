@@ -105,6 +105,7 @@ class WorkloadReconciler:
                 await self._set_check(local, check_name, wl.REJECTED, f"No multikueue adapter found{what}")
             return Result()
         job_key = ObjectKey(key.namespace, owner[1])
+        job: Object | None = None
         if not deleted:
             job = await Objects(self.api, await self._manager_resource(adapter.gvk)).get(
                 job_key.name, job_key.namespace
@@ -121,14 +122,14 @@ class WorkloadReconciler:
         unavailable = [c for c in clusters if c not in connected]
         remotes = {c: conn.workloads.get(key) for c, conn in connected.items() if conn.workloads is not None}
 
-        if deleted:
+        if job is None:  # deleted
             for cluster in connected:
                 await self._remove_remote(cluster, adapter, job_key, key)
             self.deleted.pop(key, None)
             self.rounds.pop(key, None)
             return Result()
         return await self._reconcile_group(
-            local, check_name, state, adapter, job_key, clusters, connected, unavailable, remotes
+            local, check_name, state, adapter, job, clusters, connected, unavailable, remotes
         )
 
     # ------------------------------------------------------------------------------------ the steps
@@ -139,13 +140,13 @@ class WorkloadReconciler:
         check_name: str,
         state: Object,
         adapter: GenericAdapter,
-        job_key: ObjectKey,
+        job: Object,
         clusters: list[str],
         connected: dict[str, WorkerConnection],
         unavailable: list[str],
         remotes: dict[str, Object | None],
     ) -> Result:
-        key = ObjectKey.of(local)
+        key, job_key = ObjectKey.of(local), ObjectKey.of(job)
         lost_timeout = self.config.multi_kueue.worker_lost_timeout
         present = {c: r for c, r in remotes.items() if r is not None}
 
@@ -170,7 +171,7 @@ class WorkloadReconciler:
                 await self._set_check(local, check_name, wl.RETRY, message)
                 await self._event(local, "Warning", f'{message}, Previously: "{state.get("state")}"')
                 return Result()
-            await self._sync_job(cluster, connected[cluster], adapter, job_key, local)
+            await self._sync_job(cluster, connected[cluster], adapter, job, local)
             await self._finish(local, condition.get("reason", ""), condition.get("message", ""))
             return Result()
 
@@ -179,7 +180,7 @@ class WorkloadReconciler:
         if evicted is not None:
             cluster, _ = evicted
             if wl.is_true(local, wl.EVICTED):
-                await self._sync_job(cluster, connected[cluster], adapter, job_key, local)
+                await self._sync_job(cluster, connected[cluster], adapter, job, local)
                 return Result()
             if state.get("state") == wl.READY:
                 where = (local.get("status") or {}).get("clusterName") or ""
@@ -230,7 +231,7 @@ class WorkloadReconciler:
             if wl.is_true(local, wl.EVICTED):
                 await self._deactivate_remote(connected[winner], present[winner], local)
                 return Result()
-            await self._sync_job(winner, connected[winner], adapter, job_key, local)
+            await self._sync_job(winner, connected[winner], adapter, job, local)
             if state.get("state") not in (wl.RETRY, wl.REJECTED):
                 await self._set_admitted(local, check_name, state, winner)
             return Result(requeue_after=lost_timeout)
@@ -341,9 +342,10 @@ class WorkloadReconciler:
         return None
 
     async def _sync_job(
-        self, cluster: str, connection: WorkerConnection, adapter: GenericAdapter, job_key: ObjectKey, local_wl: Object
+        self, cluster: str, connection: WorkerConnection, adapter: GenericAdapter, local_job: Object, local_wl: Object
     ) -> None:
         """Create the object on the worker, or mirror the worker's status back to the manager."""
+        job_key = ObjectKey.of(local_job)
         assert connection.api is not None
         resource = connection.resources.get(adapter.gvk)
         if resource is None:
@@ -351,30 +353,33 @@ class WorkloadReconciler:
             raise LookupError(f"{adapter.gvk.kind} is unavailable on worker {cluster}: {reason}")
         remote_api = Objects(connection.api, resource)
         informer = connection.objects.get(adapter.gvk)
-        remote = informer.get(job_key) if informer else None
+        remote = informer.get(job_key) if informer else None  # the cache holds this origin's objects only
         if remote is None:
-            remote = await remote_api.get(job_key.name, job_key.namespace)
-        manager_api = Objects(self.api, await self._manager_resource(adapter.gvk))
-        local_job = await manager_api.get(job_key.name, job_key.namespace)
-        if local_job is None:
-            raise LookupError(f"owner {adapter.gvk.kind} {job_key} not found on the manager")
-        if remote is not None and (remote["metadata"].get("labels") or {}).get(ORIGIN_LABEL) != self.origin:
+            body = adapter.build_remote(local_job, workload_name=local_wl["metadata"]["name"], origin=self.origin)
+            try:
+                await remote_api.create(body, job_key.namespace)
+            except ApiException as e:
+                if e.status != 409:
+                    raise
+                remote = await remote_api.get(job_key.name, job_key.namespace)  # not cached yet, or not ours
+            else:
+                log.info("object created on worker", cluster=cluster, kind=adapter.gvk.kind, object=str(job_key))
+                if self.metrics is not None:
+                    self.metrics.objects_dispatched.labels(adapter.gvk.kind, cluster).inc()
+                    reserved = wl.condition(local_wl, wl.QUOTA_RESERVED) or {}
+                    if since := _seconds_since(reserved.get("lastTransitionTime")):
+                        self.metrics.dispatch_latency.labels(adapter.gvk.kind, cluster).observe(since)
+                return
+        if remote is None:
+            return  # created and deleted in between: the next pass sees the current state
+        if (remote["metadata"].get("labels") or {}).get(ORIGIN_LABEL) != self.origin:
             message = (
                 f"{adapter.gvk.kind} {job_key} on worker {cluster} was not created by this manager "
                 f"(label {ORIGIN_LABEL} is not {self.origin!r}); it is left untouched"
             )
             await self._event(local_wl, "Warning", message)
             raise OwnershipConflict(message)
-        if remote is None:
-            body = adapter.build_remote(local_job, workload_name=local_wl["metadata"]["name"], origin=self.origin)
-            await remote_api.create(body, job_key.namespace)
-            log.info("object created on worker", cluster=cluster, kind=adapter.gvk.kind, object=str(job_key))
-            if self.metrics is not None:
-                self.metrics.objects_dispatched.labels(adapter.gvk.kind, cluster).inc()
-                reserved = wl.condition(local_wl, wl.QUOTA_RESERVED) or {}
-                if since := _seconds_since(reserved.get("lastTransitionTime")):
-                    self.metrics.dispatch_latency.labels(adapter.gvk.kind, cluster).observe(since)
-            return
+        manager_api = Objects(self.api, await self._manager_resource(adapter.gvk))
         patch = adapter.status_patch(local_job, remote)
         if patch is not None:
             try:
@@ -395,31 +400,36 @@ class WorkloadReconciler:
                 self.metrics.status_sync_lag.labels(adapter.gvk.kind, cluster).observe(time.monotonic() - seen)
 
     async def _remove_remote(self, cluster: str, adapter: GenericAdapter, job_key: ObjectKey, key: ObjectKey) -> None:
+        """Delete this origin's object and Workload copy on a worker.
+
+        Read from the worker's caches, which are label-selected by this manager's origin: a foreign same-named
+        object is never in them, and an object created a moment ago that the cache has not seen yet comes back
+        as a watch event that brings the Workload here again.
+        """
         connection = self.connections().get(cluster)
         if connection is None or connection.api is None:
             return
-        resource = connection.resources.get(adapter.gvk)
-        if resource is not None:
-            remote_api = Objects(connection.api, resource)
-            remote = await remote_api.get(job_key.name, job_key.namespace)
-            if remote is not None and (remote["metadata"].get("labels") or {}).get(ORIGIN_LABEL) == self.origin:
-                await remote_api.delete(job_key.name, job_key.namespace, propagation="Background")
-                log.info("object deleted on worker", cluster=cluster, kind=adapter.gvk.kind, object=str(job_key))
+        informer = connection.objects.get(adapter.gvk)
+        remote = informer.get(job_key) if informer else None
+        if remote is not None and not remote["metadata"].get("deletionTimestamp"):
+            await Objects(connection.api, connection.resources[adapter.gvk]).delete(job_key.name, job_key.namespace)
+            log.info("object deleted on worker", cluster=cluster, kind=adapter.gvk.kind, object=str(job_key))
         await self._remove_remote_workload(connection, key)
 
     async def _remove_remote_workload(self, connection: WorkerConnection, key: ObjectKey) -> None:
         """Delete this origin's Workload copy, first lifting the finalizer a worker Kueue would have added."""
-        if connection.api is None:
+        remote_wl = connection.workloads.get(key) if connection.workloads else None
+        if remote_wl is None or connection.api is None:
             return
+        meta = remote_wl["metadata"]
+        finalizers = meta.get("finalizers") or []
         workloads = Objects(connection.api, WORKLOADS)
-        remote_wl = await workloads.get(key.name, key.namespace)
-        if remote_wl is None or (remote_wl["metadata"].get("labels") or {}).get(ORIGIN_LABEL) != self.origin:
-            return
-        finalizers = remote_wl["metadata"].get("finalizers") or []
         if wl.RESOURCE_IN_USE_FINALIZER in finalizers:
             kept = [f for f in finalizers if f != wl.RESOURCE_IN_USE_FINALIZER] or None
-            rv = remote_wl["metadata"]["resourceVersion"]
-            await workloads.patch(key.name, {"metadata": {"finalizers": kept, "resourceVersion": rv}}, key.namespace)
+            patch = {"metadata": {"finalizers": kept, "resourceVersion": meta["resourceVersion"]}}
+            await workloads.patch(key.name, patch, key.namespace)  # a stale cache fails here (409) and retries
+        elif meta.get("deletionTimestamp"):
+            return  # already going
         await workloads.delete(key.name, key.namespace)
         log.info("workload deleted on worker", cluster=connection.name, workload=str(key))
 
