@@ -17,7 +17,7 @@ from typing import Any
 import anyio
 import yaml
 
-from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
+from multikueue.kube.client import api_client_from_kubeconfig
 from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects, Resource
 from multikueue.testing import crds, kueue
 from multikueue.testing.accounts import mint_service_account_kubeconfig
@@ -112,7 +112,7 @@ async def _story(bed: TestBed, story: Story) -> None:
             kubeconfig = await mint_service_account_kubeconfig(
                 api, bed.cluster(worker), namespace=SYSTEM, name="multikueue-dispatcher"
             )
-            await _secret(manager, f"{worker}-kubeconfig", kubeconfig)
+            await kueue.put_kubeconfig_secret(manager, SYSTEM, f"{worker}-kubeconfig", kubeconfig)
         story.say(
             "minted a kubeconfig for each worker's multikueue-dispatcher ServiceAccount and stored it in "
             "the manager Secrets the MultiKueueClusters name"
@@ -254,18 +254,6 @@ def _status(status: str, reason: str, message: str, *, done: bool = False) -> di
     if done:
         body["completionTime"] = now
     return body
-
-
-async def _secret(api: ApiClient, name: str, kubeconfig: dict[str, Any]) -> None:
-    import base64
-
-    from kubernetes_asyncio import client as k8s_client
-
-    from multikueue.kube.client import raw_body
-
-    data = base64.b64encode(yaml.safe_dump(kubeconfig).encode()).decode()
-    body = raw_body({"metadata": {"name": name}, "data": {"kubeconfig": data}})
-    await k8s_client.CoreV1Api(api).create_namespaced_secret(SYSTEM, body)
 
 
 def _print_exploration(bed: TestBed, log_path: Path, port: int, *, once: bool) -> None:

@@ -15,10 +15,8 @@ from kubernetes_asyncio.leaderelection.leaderelection import LeaderElection
 from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
 from multikueue.clusters.admissioncheck import AdmissionCheckReconciler
-from multikueue.clusters.connections import KindUnavailable, discover_resource
 from multikueue.clusters.reconciler import ClusterReconciler
 from multikueue.config import ConfigError, Configuration, parse_configuration
-from multikueue.dispatch.adapter import PREBUILT_WORKLOAD
 from multikueue.dispatch.reconciler import WorkloadReconciler
 from multikueue.kube.client import ApiClient
 from multikueue.kube.listwatch import ApiListSource
@@ -73,6 +71,7 @@ class Manager:
         self.http_port: int | None = None
         self._runner: web.AppRunner | None = None
         self.standby = False  # waiting for the leader lease: healthy and ready, reconciling nothing
+        self._was_connected: dict[str, bool] = {}  # last state per worker; Workloads care only about flips
         self.started = anyio.Event()
         self.cluster_reconciler: ClusterReconciler | None = None
         self.workload_reconciler: WorkloadReconciler | None = None
@@ -98,19 +97,8 @@ class Manager:
                 self.workload_reconciler.forget_deleted(obj)
             workload_controller.enqueue(ObjectKey.of(obj))
 
-        def on_remote(cluster: str, kind: str, obj: Object) -> None:
-            # A worker Workload maps to the manager Workload of the same name; a worker object to the Workload
-            # named by its prebuilt-workload annotation. Bursts coalesce over the batch period.
-            meta = obj["metadata"]
-            if obj.get("kind") == "Workload" or "kueue.x-k8s.io/" in str(obj.get("apiVersion", "")):
-                name = meta["name"]
-            else:
-                name = (meta.get("annotations") or {}).get(PREBUILT_WORKLOAD) or (meta.get("labels") or {}).get(
-                    PREBUILT_WORKLOAD
-                )
-                if not name:
-                    return
-            workload_controller.queue.add_after(ObjectKey(meta.get("namespace", ""), name), batch)
+        def on_remote(cluster: str, key: ObjectKey) -> None:
+            workload_controller.queue.add_after(key, batch)  # bursts from workers coalesce over the batch period
 
         check_controller: Controller[str] = Controller(
             "multikueue_admissioncheck", self._reconcile_check, observe=self.metrics
@@ -152,12 +140,6 @@ class Manager:
             config.dispatcher.controller_name, checks_api, checks, configs, clusters
         )
         informers = (clusters, checks, configs, secrets, manager_workloads)
-        manager_resources = {}
-        for gvk in config.multi_kueue.gvks:
-            try:
-                manager_resources[gvk] = await discover_resource(api, gvk)
-            except KindUnavailable as e:
-                log.error("configured kind not served by the manager cluster", kind=str(gvk), error=str(e))
         runner: web.AppRunner | None = None
         try:
             async with anyio.create_task_group() as tg:
@@ -180,7 +162,7 @@ class Manager:
                     checks,
                     configs,
                     lambda: self.cluster_reconciler.connections if self.cluster_reconciler else {},
-                    manager_resources,
+                    {},  # manager-side resources are discovered on first use
                     self.metrics,
                 )
                 runner = await self._serve_http()
@@ -245,7 +227,12 @@ class Manager:
                     await runner.cleanup()
 
     def _connection_changed(self, name: str) -> None:
-        self._cluster_controller.enqueue(name)
+        self._cluster_controller.enqueue(name)  # every failed retry updates the condition's attempt count
+        connections = self.cluster_reconciler.connections if self.cluster_reconciler else {}
+        connected = name in connections and connections[name].connected
+        if self._was_connected.get(name) == connected:
+            return
+        self._was_connected[name] = connected
         if self.workload_reconciler is not None:  # a worker came or went: every Workload may need a look
             for workload in self.workload_reconciler.workloads.items():
                 self.workload_controller.enqueue(ObjectKey.of(workload))

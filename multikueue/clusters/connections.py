@@ -26,13 +26,13 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from multikueue.config import GroupVersionKind
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig, rate_limit
 from multikueue.kube.resources import WORKLOADS, Objects, Resource
-from multikueue.runtime.informer import Informer
+from multikueue.labels import ORIGIN_LABEL, PREBUILT_WORKLOAD
+from multikueue.runtime.informer import DELETED, Informer, ObjectKey
 
-ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
 log = structlog.get_logger(__name__)
 
 Object = dict[str, Any]
-RemoteEventHandler = Callable[[str, str, Object], None]  # (worker, event type, object)
+RemoteEventHandler = Callable[[str, ObjectKey], None]  # (worker, the manager Workload the change concerns)
 
 
 def retry_after(failed_attempts: int) -> float:
@@ -163,7 +163,7 @@ class WorkerConnection:
         self.api = api
         self.workloads = Informer(
             Objects(api, WORKLOADS).source(label_selector=self.selector),
-            on_event=self._event_handler(),
+            on_event=self._event_handler(workloads=True),
             on_state=lambda _: self.on_state_change(),
         )
         await task_group.start(self._run)
@@ -211,8 +211,10 @@ class WorkerConnection:
                 continue
             self.kind_errors.pop(gvk, None)
             self.resources[gvk] = resource
-            informer = Informer(Objects(self.api, resource).source(label_selector=self.selector),
-                                on_event=self._event_handler())  # fmt: skip
+            informer = Informer(
+                Objects(self.api, resource).source(label_selector=self.selector),
+                on_event=self._event_handler(workloads=False),
+            )
             self.objects[gvk] = informer
 
             self._informers.start_soon(informer.run)
@@ -235,12 +237,26 @@ class WorkerConnection:
         self.last_error = error
         self.next_attempt_at = time.monotonic() + retry_after(self.attempts)
 
-    def _event_handler(self) -> Callable[[str, Object], None]:
+    def _event_handler(self, *, workloads: bool) -> Callable[[str, Object], None]:
+        """Map a worker change to the manager Workload it concerns: a Workload copy has the same name; an object
+        names its Workload in the prebuilt-workload annotation (or label)."""
+
         def handle(kind: str, obj: Object) -> None:
             meta = obj.get("metadata") or {}
-            self.observed[(obj.get("kind", ""), meta.get("namespace", ""), meta.get("name", ""))] = time.monotonic()
-            if self.on_remote_event is not None:
-                self.on_remote_event(self.name, kind, obj)
+            namespace = meta.get("namespace", "")
+            seen = (obj.get("kind", ""), namespace, meta.get("name", ""))
+            if kind == DELETED:
+                self.observed.pop(seen, None)
+            else:
+                self.observed[seen] = time.monotonic()
+            if workloads:
+                name = meta.get("name")
+            else:
+                name = (meta.get("annotations") or {}).get(PREBUILT_WORKLOAD) or (meta.get("labels") or {}).get(
+                    PREBUILT_WORKLOAD
+                )
+            if name and self.on_remote_event is not None:
+                self.on_remote_event(self.name, ObjectKey(namespace, name))
 
         return handle
 

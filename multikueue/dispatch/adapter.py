@@ -13,9 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from multikueue.config import GroupVersionKind
+from multikueue.labels import ORIGIN_LABEL, PREBUILT_WORKLOAD
 
-ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
-PREBUILT_WORKLOAD = "kueue.x-k8s.io/prebuilt-workload-name"
 Object = dict[str, Any]
 
 

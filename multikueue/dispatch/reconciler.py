@@ -19,11 +19,12 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from multikueue.clusters.connections import KindUnavailable, WorkerConnection, discover_resource
 from multikueue.config import DISPATCHER_ALL_AT_ONCE, DISPATCHER_INCREMENTAL, Configuration, GroupVersionKind
 from multikueue.dispatch import workloads as wl
-from multikueue.dispatch.adapter import ORIGIN_LABEL, PREBUILT_WORKLOAD, GenericAdapter
+from multikueue.dispatch.adapter import GenericAdapter
 from multikueue.kube import events
 from multikueue.kube.client import ApiClient
 from multikueue.kube.conditions import now_rfc3339, set_condition
 from multikueue.kube.resources import WORKLOADS, Objects, Resource
+from multikueue.labels import ORIGIN_LABEL, PREBUILT_WORKLOAD
 from multikueue.metrics import Metrics
 from multikueue.runtime.controller import Result
 from multikueue.runtime.informer import Informer, ObjectKey

@@ -6,7 +6,7 @@ import copy
 from typing import Any
 
 from multikueue.config import GroupVersionKind
-from multikueue.dispatch.adapter import ORIGIN_LABEL
+from multikueue.labels import ORIGIN_LABEL
 
 QUOTA_RESERVED = "QuotaReserved"
 ADMITTED = "Admitted"

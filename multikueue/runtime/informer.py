@@ -193,7 +193,7 @@ class Informer:
         log.warning("list/watch failed", source=self.source.description, error=_describe(error))
 
     def _jittered_timeout(self) -> int:
-        # Spread reconnects of many watches, as client-go does (timeout between 1x and 2x... here 0.8x-1x).
+        # Spread the reconnects of many watches over time, as client-go does (here 0.8x to 1x the timeout).
         return max(1, int(self.watch_timeout * random.uniform(0.8, 1.0)))
 
     @staticmethod

@@ -129,6 +129,19 @@ async def evict(api: ApiClient, name: str, namespace: str, *, reason: str = "Pre
     return await _patch_status(api, name, namespace, change)
 
 
+async def put_kubeconfig_secret(api: ApiClient, namespace: str, name: str, kubeconfig: Object | str) -> None:
+    """Create or replace the Secret a MultiKueueCluster names (the kubeconfig under the key ``kubeconfig``)."""
+    text = kubeconfig if isinstance(kubeconfig, str) else yaml.safe_dump(kubeconfig)
+    body = raw_body({"metadata": {"name": name}, "data": {"kubeconfig": base64.b64encode(text.encode()).decode()}})
+    core = k8s_client.CoreV1Api(api)
+    try:
+        await core.create_namespaced_secret(namespace, body)
+    except ApiException as e:
+        if e.status != 409:
+            raise
+        await core.replace_namespaced_secret(name, namespace, body)
+
+
 async def multikueue_setup(
     api: ApiClient,
     *,
@@ -140,18 +153,10 @@ async def multikueue_setup(
     """Secrets (in ``namespace``), MultiKueueClusters, a MultiKueueConfig and an AdmissionCheck naming
     ``controller_name``. Cluster-scoped names get ``prefix``; returns the names used."""
     names = {"check": f"{prefix}-ac", "config": f"{prefix}-config"}
-    core = k8s_client.CoreV1Api(api)
     clusters = []
     for worker, kubeconfig in workers.items():
         secret = f"{worker}-kubeconfig"
-        data = base64.b64encode(yaml.safe_dump(kubeconfig).encode()).decode()
-        try:
-            await core.create_namespaced_secret(
-                namespace, raw_body({"metadata": {"name": secret}, "data": {"kubeconfig": data}})
-            )
-        except ApiException as e:
-            if e.status != 409:
-                raise
+        await put_kubeconfig_secret(api, namespace, secret, kubeconfig)
         cluster = f"{prefix}-{worker}"
         clusters.append(cluster)
         names[worker] = cluster

@@ -7,6 +7,7 @@ deletion, no garbage collection, no pods running); this is the envtest model Kue
 
 from __future__ import annotations
 
+import base64
 import http.client
 import json
 import os
@@ -127,8 +128,6 @@ class Cluster:
 
 
 def _b64(data: bytes) -> str:
-    import base64
-
     return base64.b64encode(data).decode()
 
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ from multikueue.config import Configuration, parse_configuration
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import ADMISSION_CHECKS, MULTIKUEUE_CLUSTERS, MULTIKUEUE_CONFIGS, Objects
 from multikueue.manager import Manager
-from multikueue.testing import TestBed
+from multikueue.testing import TestBed, kueue
 from multikueue.testing.waiting import eventually
 
 CONTROLLER = "multikueue.x-k8s.io/external-dispatcher"
@@ -43,14 +42,7 @@ class Harness:
         return f"{self.namespace}-{short}"  # cluster-scoped objects: unique per test
 
     async def put_secret(self, short: str, kubeconfig: dict[str, Any] | str) -> None:
-        text = kubeconfig if isinstance(kubeconfig, str) else yaml.safe_dump(kubeconfig)
-        body = {"metadata": {"name": short}, "data": {"kubeconfig": base64.b64encode(text.encode()).decode()}}
-        try:
-            await self.core.create_namespaced_secret(self.namespace, body)
-        except k8s_client.ApiException as e:
-            if e.status != 409:
-                raise
-            await self.core.replace_namespaced_secret(short, self.namespace, body)
+        await kueue.put_kubeconfig_secret(self.api, self.namespace, short, kubeconfig)
 
     async def add_cluster(self, short: str, secret: str) -> None:
         await self.clusters.create({

@@ -1,0 +1,7 @@
+"""Kueue's label and annotation keys this controller reads and writes (one place, as Kueue's constants.go)."""
+
+ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
+"""On everything created on a worker: which manager owns it (``multiKueue.origin``)."""
+
+PREBUILT_WORKLOAD = "kueue.x-k8s.io/prebuilt-workload-name"
+"""On a worker object: the Workload copy the worker's Kueue integration should adopt (label or annotation)."""
