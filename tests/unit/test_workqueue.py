@@ -3,6 +3,7 @@ from __future__ import annotations
 import anyio
 import anyio.lowlevel
 import pytest
+from anyio import wait_all_tasks_blocked
 
 from multikueue.runtime.workqueue import Backoff, ShutDown, WorkQueue
 
@@ -100,7 +101,7 @@ async def test_shut_down_wakes_an_idle_worker() -> None:
 
     async with anyio.create_task_group() as tg:
         tg.start_soon(worker)
-        await anyio.sleep(0.01)
+        await wait_all_tasks_blocked()  # the worker is now waiting inside get()
         q.shut_down()
     assert stopped == [True]
 
