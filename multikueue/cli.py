@@ -6,7 +6,7 @@ import argparse
 import signal
 import sys
 import threading
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from types import FrameType
 
 from multikueue import __version__
@@ -101,6 +101,32 @@ def _testbed_up(once: bool, install: bool) -> int:
     return 0
 
 
+async def _until_signalled(work: Callable[[], Awaitable[None]]) -> bool:
+    """Run ``work`` until it returns (False) or SIGTERM/SIGINT arrives (True).
+
+    The signal cancels ``work``, so its shielded clean-up (worker clients, the HTTP endpoint) runs before the
+    process exits, as a pod's termination grace period expects.
+    """
+    import anyio
+
+    signalled = False
+    async with anyio.create_task_group() as tg:
+
+        async def watch() -> None:
+            nonlocal signalled
+            with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
+                async for signum in signals:
+                    print(f"multikueue: {signal.Signals(signum).name} received; stopping", file=sys.stderr)
+                    signalled = True
+                    tg.cancel_scope.cancel()
+                    return
+
+        tg.start_soon(watch)
+        await work()
+        tg.cancel_scope.cancel()
+    return signalled
+
+
 def _run(args: argparse.Namespace) -> int:
     import os
     import socket
@@ -174,7 +200,7 @@ def _run(args: argparse.Namespace) -> int:
                     return 2
             manager = Manager(api, config, http_address=http_address)
             if not args.leader_elect:
-                await manager.run()
+                await _until_signalled(manager.run)
                 return 0
             election = LeaderElectionSettings(
                 namespace=args.leader_elect_namespace,
@@ -184,7 +210,8 @@ def _run(args: argparse.Namespace) -> int:
                 renew_deadline=args.renew_deadline,
                 retry_period=args.retry_period,
             )
-            await manager.run_as_leader(election)
+            if await _until_signalled(lambda: manager.run_as_leader(election)):
+                return 0
             # Losing the lease ends the process: a fresh start as standby is simpler and safer than resuming.
             print("multikueue: leader lease lost; exiting so another replica takes over", file=sys.stderr)
             return 1
@@ -194,6 +221,8 @@ def _run(args: argparse.Namespace) -> int:
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
+    # Synchronous commands stop on SIGTERM as on Ctrl-C; `run` replaces this with its own handler once its
+    # event loop is up (see _until_signalled).
     signal.signal(signal.SIGTERM, _raise_interrupt)
     try:
         if args.command == "run":

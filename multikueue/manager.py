@@ -183,7 +183,9 @@ class Manager:
                 self.started.set()
                 await anyio.sleep_forever()
         finally:
-            with anyio.CancelScope(shield=True):
+            # Shielded so a cancellation (SIGTERM, lost Lease) still closes every worker client; bounded so a hung
+            # worker cannot keep the process alive past its grace period.
+            with anyio.move_on_after(10, shield=True):
                 if self.cluster_reconciler is not None:
                     await self.cluster_reconciler.close()
                 if runner is not None:
@@ -200,27 +202,40 @@ class Manager:
         return self._runner
 
     async def run_as_leader(self, election: LeaderElectionSettings) -> None:
-        """Reconcile only while holding the Lease; return when it is lost (the process should then exit)."""
+        """Reconcile only while holding the Lease; return when it is lost (the process should then exit).
+
+        kubernetes_asyncio's LeaderElection runs its "started leading" callback as a free asyncio task that
+        nothing awaits or cancels on shutdown; here that callback only signals, and the manager runs inside
+        this function's own task group, so losing the Lease or a cancellation (SIGTERM) stops it cleanly.
+        """
         runner = await self._serve_http()
         self.standby = True
+        lease = f"{election.namespace}/{election.name}"
         lock = LeaseLock(election.name, election.namespace, election.identity, self.api)
+        acquired = anyio.Event()
 
         async def lead() -> None:
-            self.standby = False
-            log.info("leader lease acquired", lease=f"{election.namespace}/{election.name}", identity=election.identity)
-            await self.run()
+            acquired.set()
 
         async def stopped() -> None:
-            log.warning("leader lease lost", lease=f"{election.namespace}/{election.name}", identity=election.identity)
+            log.warning("leader lease lost", lease=lease, identity=election.identity)
 
         config = ElectionConfig(
             lock, election.lease_duration, election.renew_deadline, election.retry_period, lead, stopped
         )
-        log.info(
-            "waiting for the leader lease", lease=f"{election.namespace}/{election.name}", identity=election.identity
-        )
+        log.info("waiting for the leader lease", lease=lease, identity=election.identity)
         try:
-            await LeaderElection(config).run()
+            async with anyio.create_task_group() as tg:
+
+                async def elect() -> None:
+                    await LeaderElection(config).run()  # returns only once a held Lease could not be renewed
+                    tg.cancel_scope.cancel()
+
+                tg.start_soon(elect)
+                await acquired.wait()
+                self.standby = False
+                log.info("leader lease acquired", lease=lease, identity=election.identity)
+                await self.run()
         finally:
             if runner is not None:
                 with anyio.CancelScope(shield=True):

@@ -121,6 +121,11 @@ async def test_the_standby_takes_over_when_the_leader_dies(
             "tekton.dev", "v1", namespace, "pipelineruns"
         )
         assert sorted(i["metadata"]["name"] for i in listed["items"]) == ["first", "second"]
+
+        # A pod's termination: SIGTERM ends the leader's reconciles and closes its clients, and it exits 0.
+        processes["b"].terminate()
+        with anyio.fail_after(30):
+            assert await processes["b"].wait() == 0
     finally:
         for process in processes.values():
             if process.returncode is None:
