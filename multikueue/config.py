@@ -156,6 +156,9 @@ class WorkerClient(_Model):
     qps: float = Field(default=50.0, gt=0)
     burst: int = Field(default=100, ge=1)
     timeout: Duration = 15.0
+    # A partitioned worker leaves a watch's socket open and silent for minutes; a GET /version this often (each
+    # bounded by `timeout`) notices it within probeInterval + timeout, as client-go's HTTP/2 pings do.
+    probe_interval: Duration = 10.0
 
 
 class Dispatcher(_Model):

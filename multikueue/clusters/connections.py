@@ -1,8 +1,8 @@
 """One connection per worker: an API client, the informers on its origin-labelled objects, and its health.
 
-Connected means the worker's Workload watch is established. A configured kind whose CRD the worker lacks makes
-only that kind unavailable there (Kueue fails the whole worker instead, issue #3582); it is looked up again
-on later reconciles, so installing the CRD heals it without a restart.
+Connected means the worker's Workload watch is established and the worker answers a periodic probe. A configured
+kind whose CRD the worker lacks makes only that kind unavailable there (Kueue fails the whole worker instead, issue
+#3582); it is looked up again on later reconciles, so installing the CRD heals it without a restart.
 """
 
 from __future__ import annotations
@@ -76,6 +76,7 @@ class WorkerConnection:
         origin: str,
         gvks: tuple[GroupVersionKind, ...],
         timeout: float,
+        probe_interval: float = 10.0,
         qps: float = 50.0,
         burst: int = 100,
         on_state_change: Callable[[], None],
@@ -89,6 +90,7 @@ class WorkerConnection:
         self.origin = origin
         self.gvks = gvks
         self.timeout = timeout
+        self.probe_interval = probe_interval
         self.limiter = rate_limit(qps, burst)  # one bucket per worker, shared by every call to it
         self.on_state_change = on_state_change
         self.on_remote_event = on_remote_event
@@ -102,6 +104,8 @@ class WorkerConnection:
         self.attempts = 0
         self.next_attempt_at: float | None = None
         self.last_error: str | None = None
+        self.unreachable_since: float | None = None  # the start of the first failed probe of an outage
+        self.probe_error: str | None = None
         self.api: ApiClient | None = None
         self.workloads: Informer | None = None
         self.objects: dict[GroupVersionKind, Informer] = {}
@@ -118,7 +122,7 @@ class WorkerConnection:
 
     @property
     def connected(self) -> bool:
-        return self.workloads is not None and self.workloads.connected
+        return self.workloads is not None and self.workloads.connected and self.unreachable_since is None
 
     @property
     def disconnected_since(self) -> float | None:
@@ -126,7 +130,8 @@ class WorkerConnection:
         if self.connected:
             return None
         if self.workloads is not None and self.workloads.synced.is_set():
-            return self.workloads.disconnected_since
+            drops = [t for t in (self.workloads.disconnected_since, self.unreachable_since) if t is not None]
+            return min(drops, default=time.monotonic())
         return self.created_at
 
     @property
@@ -134,8 +139,14 @@ class WorkerConnection:
         return f"{ORIGIN_LABEL}={self.origin}"
 
     def failure_message(self) -> str:
-        error = self.last_error or (
-            _describe(self.workloads.last_error) if self.workloads and self.workloads.last_error else "not connected"
+        error = (
+            self.last_error
+            or self.probe_error
+            or (
+                _describe(self.workloads.last_error)
+                if self.workloads and self.workloads.last_error
+                else "not connected"
+            )
         )
         attempts = self.attempts if not self.started else (self.workloads.failures if self.workloads else 0)
         message = f"{error}; connection attempts: {attempts}"
@@ -181,6 +192,7 @@ class WorkerConnection:
         self.attempts = 0
         self.next_attempt_at = None
         self.last_error = None
+        self._informers.start_soon(self._probe, api)
 
     async def _run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Own this connection's informers in one task group, cancelled as a whole by ``close``."""
@@ -191,6 +203,29 @@ class WorkerConnection:
                 task_status.started()
                 await anyio.sleep_forever()
         self._informers = None
+
+    async def _probe(self, api: ApiClient) -> None:
+        """GET /version every ``probe_interval``: an open but silent watch socket does not mean a live worker."""
+        while True:
+            await anyio.sleep(self.probe_interval)
+            began = time.monotonic()
+            error = None
+            try:
+                with anyio.fail_after(self.timeout):
+                    await k8s_client.VersionApi(api).get_code()
+            except TimeoutError:
+                error = f"health probe: no answer within {self.timeout:g}s"
+            except (ApiException, aiohttp.ClientError, OSError) as e:
+                error = f"health probe: {_describe(e)}"
+            if (error is None) == (self.unreachable_since is None):
+                continue  # no change
+            if error is None:
+                log.info("worker reachable again", cluster=self.name)
+                self.unreachable_since, self.probe_error = None, None
+            else:
+                log.warning("worker unreachable", cluster=self.name, error=error)
+                self.unreachable_since, self.probe_error = began, error
+            self.on_state_change()
 
     async def refresh_kinds(self) -> None:
         """Start an informer for each configured kind the worker serves; record the ones it does not."""
@@ -229,6 +264,7 @@ class WorkerConnection:
         self.workloads = None
         self.objects.clear()
         self.resources.clear()
+        self.unreachable_since, self.probe_error = None, None
 
     # ------------------------------------------------------------------------------------- internals
 

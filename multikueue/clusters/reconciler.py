@@ -93,6 +93,7 @@ class ClusterReconciler:
                 origin=self.config.multi_kueue.origin,
                 gvks=self.config.multi_kueue.gvks,
                 timeout=self.config.dispatcher.worker_client.timeout,
+                probe_interval=self.config.dispatcher.worker_client.probe_interval,
                 qps=self.config.dispatcher.worker_client.qps,
                 burst=self.config.dispatcher.worker_client.burst,
                 on_state_change=lambda: self.on_connection_change(name),

@@ -84,9 +84,9 @@ async def harness(
     h = Harness(testbed, manager_api, namespace)
     async with anyio.create_task_group() as tg:
 
-        async def start(extra: str = "") -> Harness:
+        async def start(extra: str = "", worker_client: str = "{timeout: 3s}") -> Harness:
             config: Configuration = parse_configuration(
-                f"dispatcher: {{namespace: {namespace}, workerClient: {{timeout: 3s}}}}\n{extra}"
+                f"dispatcher: {{namespace: {namespace}, workerClient: {worker_client}}}\n{extra}"
             )
             h.manager = Manager(manager_api, config, temp_dir=tmp_path / "certs")
             tg.start_soon(h.manager.run)
@@ -182,6 +182,22 @@ async def test_a_lost_worker_goes_inactive_and_comes_back(testbed: TestBed, harn
         await h.active("worker2", status="False", reason="ClientConnectionFailed")
     finally:
         testbed.start_apiserver("worker2")
+    await h.active("worker2", status="True", reason="Active", message="Connected")
+
+
+async def test_a_partitioned_worker_is_noticed_by_the_probe_and_comes_back(testbed: TestBed, harness: Any) -> None:
+    # SIGSTOP keeps the worker's sockets open but silent, as a network partition does: no watch ends, no
+    # connection is refused; only the periodic probe can tell.
+    h = await harness(worker_client="{timeout: 2s, probeInterval: 1s}")
+    await h.put_secret("w2", testbed.cluster("worker2").kubeconfig)
+    await h.add_cluster("worker2", "w2")
+    await h.active("worker2", status="True")
+    testbed.pause_apiserver("worker2")
+    try:
+        lost = await h.active("worker2", status="False", reason="ClientConnectionFailed")
+        assert lost["message"].startswith("health probe: no answer within 2s"), lost["message"]
+    finally:
+        testbed.resume_apiserver("worker2")
     await h.active("worker2", status="True", reason="Active", message="Connected")
 
 
