@@ -5,12 +5,12 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test lint typecheck pytest binaries clean
+.PHONY: run test lint typecheck pytest e2e e2e-images docker-engine binaries clean
 
 run: $(VENV)/.installed binaries
 	$(BIN)/multikueue demo
 
-test: lint typecheck binaries pytest
+test: lint typecheck binaries pytest e2e
 
 lint: $(VENV)/.installed
 	@echo "==> ruff"
@@ -28,6 +28,23 @@ binaries: $(VENV)/.installed
 pytest: $(VENV)/.installed
 	@echo "==> pytest"
 	$(BIN)/pytest --durations=15
+
+# The e2e suite on each provider in $MULTIKUEUE_E2E_PROVIDERS (default: local, plus testcontainers where a Docker
+# engine answers). Providers: local, testcontainers, kind (e2e/README.md).
+e2e: $(VENV)/.installed binaries
+	@providers="$${MULTIKUEUE_E2E_PROVIDERS:-local $$($(BIN)/python -c 'import docker; docker.from_env().ping(); print("testcontainers")' 2>/dev/null)}"; \
+	case " $$providers " in *" testcontainers "*) ;; *) echo "==> e2e on testcontainers: not run (no Docker engine answers; as root, make docker-engine)";; esac; \
+	for provider in $$providers; do \
+		if [ "$$provider" = testcontainers ]; then echo "==> e2e images (debootstrap base once, then the Dockerfile)"; $(BIN)/python -m e2e.images || exit 1; fi; \
+		echo "==> e2e on $$provider"; \
+		MULTIKUEUE_E2E_PROVIDER=$$provider $(BIN)/pytest e2e -o timeout=900 --durations=5 || exit 1; \
+	done
+
+e2e-images: $(VENV)/.installed binaries
+	$(BIN)/python -m e2e.images
+
+docker-engine:
+	e2e/docker-engine.sh
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 is required, found " + sys.version'

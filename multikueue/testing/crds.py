@@ -28,7 +28,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from multikueue.kube.client import api_client_from_kubeconfig, raw_body
 
 if TYPE_CHECKING:
-    from multikueue.testing.testbed import TestBed
+    from multikueue.testing.testbed import Cluster, TestBed
 
 KUEUE_MODULE = "sigs.k8s.io/kueue"
 KUEUE_VERSION = "v0.19.2"
@@ -167,10 +167,15 @@ async def install_crds(api: k8s_client.ApiClient, crds: Sequence[dict[str, Any]]
 
 def install_on_bed(bed: TestBed, definitions: Sequence[dict[str, Any]] | None = None) -> None:
     """Install CRDs (by default Kueue's and Tekton's) on every cluster of a running test bed."""
+    install_on_clusters(bed.clusters.values(), definitions)
+
+
+def install_on_clusters(clusters: Iterable[Cluster], definitions: Sequence[dict[str, Any]] | None = None) -> None:
+    """Install CRDs (by default Kueue's and Tekton's) on each cluster, as its admin."""
     chosen = list(definitions) if definitions is not None else all_crds()
 
     async def install() -> None:
-        for cluster in bed.clusters.values():
+        for cluster in clusters:
             async with await api_client_from_kubeconfig(cluster.kubeconfig) as api:
                 await install_crds(api, chosen)
 

@@ -142,6 +142,19 @@ def kubeconfig_document(name: str, server: str, *, ca_pem: bytes, user: dict[str
     }
 
 
+def combined_kubeconfig(clusters: Iterable[Cluster]) -> dict[str, Any]:
+    """One kubeconfig with a context per cluster (the first is current), as ``kubectl --context NAME`` wants."""
+    docs = [c.kubeconfig for c in clusters]
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [d["clusters"][0] for d in docs],
+        "users": [d["users"][0] for d in docs],
+        "contexts": [d["contexts"][0] for d in docs],
+        "current-context": docs[0]["contexts"][0]["name"],
+    }
+
+
 class TestBed:
     """Start with ``with TestBed() as bed:``; every process is ended and the work directory removed on exit."""
 
@@ -231,15 +244,7 @@ class TestBed:
         return self.workdir / "kubeconfig"
 
     def combined_kubeconfig(self) -> dict[str, Any]:
-        docs = [c.kubeconfig for c in self.clusters.values()]
-        return {
-            "apiVersion": "v1",
-            "kind": "Config",
-            "clusters": [d["clusters"][0] for d in docs],
-            "users": [d["users"][0] for d in docs],
-            "contexts": [d["contexts"][0] for d in docs],
-            "current-context": self.cluster_names[0],
-        }
+        return combined_kubeconfig(self.clusters.values())
 
     # ---------------------------------------------------------------------------- faults and recovery
 

@@ -1,0 +1,1 @@
+"""End-to-end suite and its providers (see README.md)."""
