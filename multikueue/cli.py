@@ -139,7 +139,7 @@ def _run(args: argparse.Namespace) -> int:
     from multikueue import logs
     from multikueue.config import ConfigError, parse_configuration
     from multikueue.kube.client import ApiClient, api_client_from_kubeconfig, in_cluster_api_client
-    from multikueue.manager import LeaderElectionSettings, Manager, load_configuration
+    from multikueue.manager import ConfigSource, LeaderElectionSettings, Manager, load_configuration
 
     logs.configure(level=args.log_level, json=None if args.log_format == "auto" else args.log_format == "json")
 
@@ -192,13 +192,15 @@ def _run(args: argparse.Namespace) -> int:
             print(f"multikueue: cannot use the manager kubeconfig: {e}", file=sys.stderr)
             return 2
         async with api:
-            if config is None:
+            source = None
+            if config is None:  # from the ConfigMap, which is then watched: valid changes apply without a restart
+                source = ConfigSource(args.config_namespace, args.config_name, args.config_key)
                 try:
-                    config = await load_configuration(api, args.config_namespace, args.config_name, args.config_key)
+                    config = await load_configuration(api, source.namespace, source.name, source.key)
                 except ConfigError as e:
                     print(f"multikueue: {e}", file=sys.stderr)
                     return 2
-            manager = Manager(api, config, http_address=http_address)
+            manager = Manager(api, config, http_address=http_address, config_source=source)
             if not args.leader_elect:
                 await _until_signalled(manager.run)
                 return 0

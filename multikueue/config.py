@@ -161,6 +161,121 @@ class WorkerClient(_Model):
     probe_interval: Duration = 10.0
 
 
+def _jsonpath(value: Any) -> str:
+    from multikueue.jsonpaths import InvalidPath, compile_path
+
+    try:
+        compile_path(value)
+    except InvalidPath as e:
+        raise ValueError(str(e)) from None
+    return str(value)
+
+
+JsonPath = Annotated[str, BeforeValidator(_jsonpath)]
+"""A JSONPath into an object (``.spec.managedBy``, ``.status.conditions[?type=="Succeeded"].status``)."""
+
+
+class Predicate(_Model):
+    """A test on the values at ``path``: exactly one of ``equals``, ``in``, ``notIn``, ``exists``.
+
+    ``equals``/``in`` hold when some value there matches; ``notIn`` when values exist and none is listed;
+    ``exists`` when there is (true) or is not (false) a value.
+    """
+
+    path: JsonPath
+    equals: Any = None
+    in_: tuple[Any, ...] | None = Field(default=None, alias="in")
+    not_in: tuple[Any, ...] | None = None
+    exists: bool | None = None
+
+    @model_validator(mode="after")
+    def _one_test(self) -> Predicate:
+        given = [k for k, v in (("equals", self.equals), ("in", self.in_), ("notIn", self.not_in),
+                                ("exists", self.exists)) if v is not None]  # fmt: skip
+        if len(given) != 1:
+            raise ValueError(
+                f"@path: needs exactly one of equals, in, notIn, exists besides path, got {given or 'none'}"
+            )
+        return self
+
+
+_COPYABLE = (".spec", ".metadata.labels", ".metadata.annotations")
+
+
+class SetField(_Model):
+    path: JsonPath
+    value: Any
+
+
+class CreateTransforms(_Model):
+    """How the worker copy differs from the manager object, beyond Kueue's (managedBy removed, labels added)."""
+
+    remove: tuple[JsonPath, ...] = ()  # e.g. TTL fields: the worker must not delete the copy before its final status
+    remove_when: tuple[Predicate, ...] = ()  # remove ``path`` when the predicate on it holds
+    set: tuple[SetField, ...] = ()
+
+    @model_validator(mode="after")
+    def _copyable_paths(self) -> CreateTransforms:
+        paths = [*self.remove, *(p.path for p in self.remove_when), *(s.path for s in self.set)]
+        for path in paths:
+            if not path.lstrip("$").startswith(_COPYABLE):
+                raise ValueError(f"a copy carries only {', '.join(_COPYABLE)}; got path {path!r}")
+        return self
+
+
+class SpecSync(_Model):
+    """A field carried from the manager object to the worker copy after creation (e.g. a cancel request)."""
+
+    path: JsonPath
+    values: tuple[Any, ...] | None = None  # only these manager values are carried; any value when absent
+
+
+class StatusMapping(_Model):
+    """What of the worker's status reaches the manager object: the whole ``.status`` by default (Kueue's)."""
+
+    paths: tuple[JsonPath, ...] = (".status",)
+    exclude: tuple[JsonPath, ...] = ()
+
+    @field_validator("paths")
+    @classmethod
+    def _under_status(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        for path in value:
+            if not path.lstrip("$").startswith(".status"):
+                raise ValueError(f"must select fields under .status, got {path!r}")
+        return value
+
+
+class Adapter(_Model):
+    """Per-kind behaviour for one ``externalFrameworks`` entry; every default is Kueue's generic adapter."""
+
+    name: str
+    managed_by_path: JsonPath = ".spec.managedBy"
+    create: CreateTransforms = CreateTransforms()
+    spec_sync: tuple[SpecSync, ...] = ()
+    status: StatusMapping = StatusMapping()
+    suspended: Predicate | None = None  # on the manager object: status sync waits while it holds
+    finished: Predicate | None = None  # on the worker object: the run is over without a worker-side Workload finish
+    failed: Predicate | None = None  # with ``finished``: the Workload finishes as Failed instead of Succeeded
+    conflict_policy: Literal["Abort", "Adopt"] = "Abort"
+    worker_events: bool = True  # surface the worker's warnings and pending reasons on the manager object
+
+    @field_validator("name")
+    @classmethod
+    def _gvk(cls, value: str) -> str:
+        GroupVersionKind.parse(value)
+        return value
+
+    @classmethod
+    def defaults(cls, gvk: GroupVersionKind) -> Adapter:
+        return cls(name=f"{gvk.kind}.{gvk.version}.{gvk.group}")
+
+    @model_validator(mode="after")
+    def _failed_needs_finished(self) -> Adapter:
+        if self.failed is not None and self.finished is None:
+            raise ValueError("@failed: only meaningful together with finished")
+        return self
+
+
 class Dispatcher(_Model):
     """This controller's own settings (not part of Kueue's Configuration)."""
 
@@ -171,6 +286,17 @@ class Dispatcher(_Model):
     worker_client: WorkerClient = WorkerClient()
     events_batch_period: Duration = 1.0
     incremental_round_timeout: Duration = 300.0  # Kueue's fixed 5-minute round, configurable here
+    # Per-kind adapter options, by externalFrameworks name. Kept out of Kueue's own `externalFrameworks` entries so
+    # the same document still configures Kueue, whose schema has only `name` there.
+    adapters: tuple[Adapter, ...] = ()
+
+    @model_validator(mode="after")
+    def _unique_adapters(self) -> Dispatcher:
+        names = [a.name for a in self.adapters]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"@adapters: duplicate entries {duplicates}")
+        return self
 
 
 class Configuration(_Model):
@@ -182,6 +308,24 @@ class Configuration(_Model):
     kind: Literal["Configuration"] = "Configuration"
     multi_kueue: MultiKueue = MultiKueue()
     dispatcher: Dispatcher = Dispatcher()
+
+    @model_validator(mode="after")
+    def _adapters_name_frameworks(self) -> Configuration:
+        frameworks = [f.name for f in self.multi_kueue.external_frameworks]
+        for i, adapter in enumerate(self.dispatcher.adapters):
+            if adapter.name not in frameworks:
+                raise ValueError(
+                    f"@dispatcher.adapters[{i}].name: {adapter.name!r} is not in multiKueue.externalFrameworks "
+                    f"({', '.join(frameworks) or 'none'})"
+                )
+        return self
+
+    def adapter(self, gvk: GroupVersionKind) -> Adapter:
+        """The options of a configured kind (Kueue's generic behaviour when none are given)."""
+        for adapter in self.dispatcher.adapters:
+            if GroupVersionKind.parse(adapter.name) == gvk:
+                return adapter
+        return Adapter.defaults(gvk)
 
 
 def _location(loc: tuple[int | str, ...]) -> str:

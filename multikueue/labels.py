@@ -5,3 +5,9 @@ ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
 
 PREBUILT_WORKLOAD = "kueue.x-k8s.io/prebuilt-workload-name"
 """On a worker object: the Workload copy the worker's Kueue integration should adopt (label or annotation)."""
+
+ORIGIN_ANNOTATION = "multikueue.x-k8s.io/origin"
+"""On a worker object (this controller's own key): the origin that created it, kept even if the label is lost."""
+
+MANAGER_UID_ANNOTATION = "multikueue.x-k8s.io/manager-uid"
+"""On a worker object: the UID of the manager object it copies; with the origin, what ``Adopt`` requires."""

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import structlog
 from aiohttp import web
 from kubernetes_asyncio import client as k8s_client
@@ -16,8 +18,9 @@ from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
 from multikueue.clusters.admissioncheck import AdmissionCheckReconciler
 from multikueue.clusters.reconciler import ClusterReconciler
-from multikueue.config import ConfigError, Configuration, parse_configuration
+from multikueue.config import ConfigError, Configuration, GroupVersionKind, parse_configuration
 from multikueue.dispatch.reconciler import WorkloadReconciler
+from multikueue.kube import events
 from multikueue.kube.client import ApiClient
 from multikueue.kube.listwatch import ApiListSource
 from multikueue.kube.resources import ADMISSION_CHECKS, MULTIKUEUE_CLUSTERS, MULTIKUEUE_CONFIGS, WORKLOADS, Objects
@@ -29,17 +32,33 @@ log = structlog.get_logger(__name__)
 Object = dict[str, Any]
 
 
+@dataclass(frozen=True)
+class ConfigSource:
+    """Where the configuration lives: a key of a ConfigMap, watched for changes while the process runs."""
+
+    namespace: str
+    name: str
+    key: str
+
+    def __str__(self) -> str:
+        return f"ConfigMap {self.namespace}/{self.name} key {self.key}"
+
+    def parse(self, data: dict[str, str] | None) -> Configuration:
+        data = data or {}
+        if self.key not in data:
+            have = ", ".join(sorted(data)) or "none"
+            raise ConfigError(str(self), [f"no key {self.key!r} in the ConfigMap (it has: {have})"])
+        return parse_configuration(data[self.key], source=str(self))
+
+
 async def load_configuration(api: ApiClient, namespace: str, name: str, key: str) -> Configuration:
     """Read the configuration from a ConfigMap; ``ConfigError`` names the ConfigMap, field and value."""
-    source = f"ConfigMap {namespace}/{name} key {key}"
+    source = ConfigSource(namespace, name, key)
     try:
         config_map = await k8s_client.CoreV1Api(api).read_namespaced_config_map(name, namespace)
     except k8s_client.ApiException as e:
-        raise ConfigError(source, [f"cannot read the ConfigMap: HTTP {e.status} {e.reason}"]) from None
-    data = config_map.data or {}
-    if key not in data:
-        raise ConfigError(source, [f"no key {key!r} in the ConfigMap (it has: {', '.join(sorted(data)) or 'none'})"])
-    return parse_configuration(data[key], source=source)
+        raise ConfigError(str(source), [f"cannot read the ConfigMap: HTTP {e.status} {e.reason}"]) from None
+    return source.parse(config_map.data)
 
 
 @dataclass(frozen=True)
@@ -62,21 +81,88 @@ class Manager:
         *,
         temp_dir: Path | None = None,
         http_address: tuple[str, int] | None = None,
+        config_source: ConfigSource | None = None,
     ) -> None:
         self.api = api
         self.config = config
+        self.config_source = config_source  # watched: a valid change restarts the controllers with it
+        self._generation: anyio.CancelScope | None = None
         self.temp_dir = temp_dir
         self.metrics = Metrics()
         self.http_address = http_address
         self.http_port: int | None = None
         self._runner: web.AppRunner | None = None
         self.standby = False  # waiting for the leader lease: healthy and ready, reconciling nothing
-        self._was_connected: dict[str, bool] = {}  # last state per worker; Workloads care only about flips
+        # Last (connected, kinds served) per worker: Workloads are re-examined only when that changes.
+        self._was_connected: dict[str, tuple[bool, frozenset[GroupVersionKind]]] = {}
         self.started = anyio.Event()
         self.cluster_reconciler: ClusterReconciler | None = None
         self.workload_reconciler: WorkloadReconciler | None = None
 
     async def run(self) -> None:
+        """Run the controllers; with a ``config_source``, restart them whenever a valid new configuration appears.
+
+        A restart closes every worker connection and relists everything: reconciles are level-triggered and
+        idempotent (they survive a SIGKILL at any point), so cancelling them mid-way loses nothing. An invalid
+        change keeps the running configuration and is reported (log, Event on the ConfigMap, metric).
+        """
+        runner = await self._serve_http()
+        try:
+            async with anyio.create_task_group() as outer:
+                if self.config_source is not None:
+                    outer.start_soon(self._watch_config, outer)
+                while True:
+                    with anyio.CancelScope() as self._generation:
+                        await self._run_controllers()
+                    log.info("configuration reloaded; controllers restarted", source=str(self.config_source))
+        finally:
+            if runner is not None:
+                with anyio.CancelScope(shield=True):
+                    await runner.cleanup()
+
+    async def _watch_config(self, task_group: anyio.abc.TaskGroup) -> None:
+        source = self.config_source
+        assert source is not None
+        seen: dict[str, str | None] = {"text": None}
+
+        def on_event(kind: str, config_map: Object) -> None:
+            if kind == DELETED:
+                log.warning("configuration ConfigMap deleted; keeping the running configuration", source=str(source))
+                return
+            data = config_map.get("data") or {}
+            if data.get(source.key) == seen["text"]:
+                return  # a relist or another key: nothing new
+            seen["text"] = data.get(source.key)
+            try:
+                config = source.parse(data)
+            except ConfigError as e:
+                self.metrics.config_reloads.labels("invalid").inc()
+                self.metrics.config_valid.set(0)
+                log.error("invalid configuration ignored; keeping the running one", error=str(e))
+                obj = {**config_map, "apiVersion": "v1", "kind": "ConfigMap"}
+                record = functools.partial(
+                    events.record, self.api, obj, type_="Warning", reason="InvalidConfiguration",
+                    message=f"{e} (the running configuration is kept)",
+                    component=self.config.dispatcher.controller_name,
+                )  # fmt: skip
+                task_group.start_soon(record)
+                return
+            self.metrics.config_valid.set(1)
+            if config == self.config:
+                return
+            self.metrics.config_reloads.labels("applied").inc()
+            self.config = config
+            if self._generation is not None:
+                self._generation.cancel()
+
+        selector = f"metadata.name={source.name}"
+        list_method = k8s_client.CoreV1Api(self.api).list_namespaced_config_map
+        await Informer(
+            ApiListSource(list_method, source.namespace, description=str(source), field_selector=selector),
+            on_event=on_event,
+        ).run()
+
+    async def _run_controllers(self) -> None:
         api, config = self.api, self.config
         clusters_api = Objects(api, MULTIKUEUE_CLUSTERS)
         checks_api = Objects(api, ADMISSION_CHECKS)
@@ -140,7 +226,6 @@ class Manager:
             config.dispatcher.controller_name, checks_api, checks, configs, clusters
         )
         informers = (clusters, checks, configs, secrets, manager_workloads)
-        runner: web.AppRunner | None = None
         try:
             async with anyio.create_task_group() as tg:
                 self.cluster_reconciler = ClusterReconciler(
@@ -165,7 +250,6 @@ class Manager:
                     {},  # manager-side resources are discovered on first use
                     self.metrics,
                 )
-                runner = await self._serve_http()
                 for informer in informers:
                     tg.start_soon(informer.run)
                 for informer in informers:
@@ -188,8 +272,6 @@ class Manager:
             with anyio.move_on_after(10, shield=True):
                 if self.cluster_reconciler is not None:
                     await self.cluster_reconciler.close()
-                if runner is not None:
-                    await runner.cleanup()
 
     async def _serve_http(self) -> web.AppRunner | None:
         """Start the HTTP endpoint once; returns the runner if this call started it (its owner cleans it up)."""
@@ -244,11 +326,12 @@ class Manager:
     def _connection_changed(self, name: str) -> None:
         self._cluster_controller.enqueue(name)  # every failed retry updates the condition's attempt count
         connections = self.cluster_reconciler.connections if self.cluster_reconciler else {}
-        connected = name in connections and connections[name].connected
-        if self._was_connected.get(name) == connected:
+        connection = connections.get(name)
+        state = (connection.connected, frozenset(connection.resources)) if connection else (False, frozenset())
+        if self._was_connected.get(name) == state:
             return
-        self._was_connected[name] = connected
-        if self.workload_reconciler is not None:  # a worker came or went: every Workload may need a look
+        self._was_connected[name] = state
+        if self.workload_reconciler is not None:  # a worker (or a kind on it) came or went: look at every Workload
             for workload in self.workload_reconciler.workloads.items():
                 self.workload_controller.enqueue(ObjectKey.of(workload))
 

@@ -67,6 +67,16 @@ class Metrics:
         self.remote_api_errors = Counter(
             "multikueue_remote_api_errors_total", "Failed requests to workers.", ["cluster", "code"], registry=r
         )
+        self.config_reloads = Counter(
+            "multikueue_config_reloads_total",
+            "ConfigMap changes seen: applied, or invalid (the last good configuration is kept).",
+            ["result"],
+            registry=r,
+        )
+        self.config_valid = Gauge(
+            "multikueue_config_last_reload_valid", "0 while the ConfigMap holds an invalid configuration.", registry=r
+        )
+        self.config_valid.set(1)
         self.queue_depth = Gauge(
             "multikueue_workqueue_depth", "Keys waiting in a controller's queue.", ["controller"], registry=r
         )

@@ -117,7 +117,10 @@ class ClusterReconciler:
             await self._set_active(cluster, False, "ClientConnectionFailed", connection.failure_message())
             return Result()  # the informers retry by themselves and report back when connected
         if connection.kind_errors:
+            before = set(connection.resources)
             await connection.refresh_kinds()
+            if set(connection.resources) != before:
+                self.on_connection_change(name)  # a kind became available: waiting Workloads may now go there
         message = "Connected"
         if connection.kind_errors:
             unavailable = "; ".join(

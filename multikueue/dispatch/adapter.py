@@ -1,9 +1,11 @@
-"""The generic adapter for an external-framework kind: pure functions, the reconciler does the I/O.
+"""The adapter for an external-framework kind: pure functions, the reconciler does the I/O.
 
-Kueue's fixed transformation (externalframeworks/adapter.go): a worker copy carries only name, namespace,
-labels, annotations and spec, with ``spec.managedBy`` removed, the origin label and the prebuilt-workload
-annotation added; never ownerReferences (the worker's garbage collector would delete the copy in a loop, Kueue
-#12540), uid, finalizers or status. The worker's ``/status`` is mirrored back whole.
+With no options this is Kueue's fixed transformation (externalframeworks/adapter.go): a worker copy carries only
+name, namespace, labels, annotations and spec, with ``spec.managedBy`` removed, the origin label and the
+prebuilt-workload annotation added; never ownerReferences (the worker's garbage collector would delete the copy
+in a loop, Kueue #12540), uid, finalizers or status; the worker's ``/status`` is mirrored back whole. The
+per-kind options (``dispatcher.adapters``) change each step declaratively: where managedBy lives, fields removed
+or set on the copy, fields carried to the copy later, which status is mirrored and when, and when a run is over.
 """
 
 from __future__ import annotations
@@ -12,46 +14,120 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
-from multikueue.config import GroupVersionKind
-from multikueue.labels import ORIGIN_LABEL, PREBUILT_WORKLOAD
+from multikueue import jsonpaths
+from multikueue.config import Adapter, GroupVersionKind, Predicate
+from multikueue.labels import MANAGER_UID_ANNOTATION, ORIGIN_ANNOTATION, ORIGIN_LABEL, PREBUILT_WORKLOAD
 
 Object = dict[str, Any]
+
+
+def holds(predicate: Predicate, obj: Object) -> bool:
+    values = jsonpaths.find(obj, predicate.path)
+    if predicate.exists is not None:
+        return bool(values) == predicate.exists
+    if predicate.in_ is not None:
+        return any(v in predicate.in_ for v in values)
+    if predicate.not_in is not None:
+        return bool(values) and all(v not in predicate.not_in for v in values)
+    return any(v == predicate.equals for v in values)
 
 
 @dataclass(frozen=True)
 class GenericAdapter:
     gvk: GroupVersionKind
     managed_by: str
+    options: Adapter
 
     def is_managed(self, obj: Object) -> tuple[bool, str]:
-        """``.spec.managedBy`` must equal the accepted value; the reason is Kueue's wording."""
-        value = (obj.get("spec") or {}).get("managedBy")
+        """The managedBy field must equal the accepted value; the reason is Kueue's wording."""
+        path = self.options.managed_by_path
+        value = jsonpaths.first(obj, path)
         if value == self.managed_by:
             return True, ""
         shown = "" if value is None else value
-        return False, f'Expecting .spec.managedBy to be "{self.managed_by}" not "{shown}"'
+        return False, f'Expecting {path} to be "{self.managed_by}" not "{shown}"'
 
     def build_remote(self, local: Object, *, workload_name: str, origin: str) -> Object:
         meta = local["metadata"]
-        spec = copy.deepcopy(local.get("spec") or {})
-        spec.pop("managedBy", None)
+        # What a copy may carry: labels, annotations and spec; the create transforms work on exactly that.
+        body: Object = {
+            "metadata": {"labels": dict(meta.get("labels") or {}), "annotations": dict(meta.get("annotations") or {})},
+            "spec": copy.deepcopy(local.get("spec") or {}),
+        }
+        body = jsonpaths.remove(body, self.options.managed_by_path)
+        create = self.options.create
+        for path in create.remove:
+            body = jsonpaths.remove(body, path)
+        for predicate in create.remove_when:
+            if holds(predicate, body):
+                body = jsonpaths.remove(body, predicate.path)
+        for setting in create.set:
+            body = jsonpaths.set_value(body, setting.path, setting.value)
+        annotations = {
+            **(body["metadata"].get("annotations") or {}),
+            PREBUILT_WORKLOAD: workload_name,
+            # Proof of authorship that survives a lost label: what the Adopt conflict policy checks.
+            ORIGIN_ANNOTATION: origin,
+            MANAGER_UID_ANNOTATION: meta.get("uid", ""),
+        }
         return {
             "apiVersion": self.gvk.api_version,
             "kind": self.gvk.kind,
             "metadata": {
                 "name": meta["name"],
                 "namespace": meta["namespace"],
-                "labels": {**(meta.get("labels") or {}), ORIGIN_LABEL: origin},
-                "annotations": {**(meta.get("annotations") or {}), PREBUILT_WORKLOAD: workload_name},
+                "labels": {**(body["metadata"].get("labels") or {}), ORIGIN_LABEL: origin},
+                "annotations": annotations,
             },
-            "spec": spec,
+            "spec": body.get("spec") or {},
         }
 
+    def spec_patch(self, local: Object, remote: Object) -> Object | None:
+        """The merge patch carrying ``specSync`` fields from the manager object to the worker copy, or ``None``."""
+        patch: Object = {}
+        for rule in self.options.spec_sync:
+            wanted = jsonpaths.find(local, rule.path)
+            if not wanted or (rule.values is not None and wanted[0] not in rule.values):
+                continue
+            if jsonpaths.find(remote, rule.path)[:1] != wanted[:1]:
+                patch = jsonpaths.set_value(patch, rule.path, wanted[0])
+        return patch or None
+
+    def suspended(self, local: Object) -> bool:
+        """While the manager object is suspended its status is not written (it would be rejected or misleading)."""
+        return self.options.suspended is not None and holds(self.options.suspended, local)
+
+    def finished(self, remote: Object) -> tuple[str, str] | None:
+        """(reason, message) when the worker object itself says the run is over; ``None`` otherwise."""
+        if self.options.finished is None or not holds(self.options.finished, remote):
+            return None
+        failed = self.options.failed is not None and holds(self.options.failed, remote)
+        reason = "Failed" if failed else "Succeeded"
+        return reason, f"{self.gvk.kind} {'failed' if failed else 'finished'} on the worker"
+
+    def adoptable(self, remote: Object, local: Object, origin: str) -> bool:
+        """A same-named worker object without the origin label is adopted only under ``Adopt`` and only when its
+        annotations prove this manager created it for this very object."""
+        annotations = remote["metadata"].get("annotations") or {}
+        return (
+            self.options.conflict_policy == "Adopt"
+            and annotations.get(ORIGIN_ANNOTATION) == origin
+            and bool(local["metadata"].get("uid"))
+            and annotations.get(MANAGER_UID_ANNOTATION) == local["metadata"]["uid"]
+        )
+
     def status_patch(self, local: Object, remote: Object) -> Object | None:
-        """The merge patch that makes the manager's status equal the worker's, or ``None`` if nothing to do."""
+        """The merge patch that makes the manager's mapped status equal the worker's, or ``None`` if nothing to do."""
         if "status" not in remote:
             return None
-        diff = merge_diff(local.get("status"), remote["status"])
+        mapping = self.options.status
+        if tuple(mapping.paths) == (".status",) and not mapping.exclude:
+            diff = merge_diff(local.get("status"), remote["status"])
+            return None if diff is _SAME else {"status": diff}
+        # Only the mapped fields are compared, so what others write elsewhere in the manager's status stays.
+        mine = jsonpaths.project(local, mapping.paths, mapping.exclude)
+        theirs = jsonpaths.project(remote, mapping.paths, mapping.exclude)
+        diff = merge_diff(mine.get("status") or {}, theirs.get("status") or {})
         return None if diff is _SAME else {"status": diff}
 
 

@@ -70,9 +70,12 @@ class WorkloadReconciler:
         self.connections = connections
         self.manager_resources = manager_resources
         self.metrics = metrics
-        self.adapters = {g: GenericAdapter(g, config.dispatcher.managed_by) for g in config.multi_kueue.gvks}
+        self.adapters = {
+            g: GenericAdapter(g, config.dispatcher.managed_by, config.adapter(g)) for g in config.multi_kueue.gvks
+        }
         self.deleted: dict[ObjectKey, Object] = {}
         self.rounds: dict[ObjectKey, float] = {}  # incremental dispatch: when each Workload's round began
+        self.deferred: set[ObjectKey] = set()  # manager objects whose status sync waits on their suspension
         self.workload_api = Objects(api, WORKLOADS)
         self.origin = config.multi_kueue.origin
         self.controller_name = config.dispatcher.controller_name
@@ -128,6 +131,7 @@ class WorkloadReconciler:
                 await self._remove_remote(cluster, adapter, job_key, key)
             self.deleted.pop(key, None)
             self.rounds.pop(key, None)
+            self.deferred.discard(job_key)
             return Result()
         return await self._reconcile_group(
             local, check_name, state, adapter, job, clusters, connected, unavailable, remotes
@@ -232,7 +236,13 @@ class WorkloadReconciler:
             if wl.is_true(local, wl.EVICTED):
                 await self._deactivate_remote(connected[winner], present[winner], local)
                 return Result()
-            await self._sync_job(winner, connected[winner], adapter, job, local)
+            remote_job, in_sync = await self._sync_job(winner, connected[winner], adapter, job, local)
+            # The kind's own finished predicate (when configured) ends the run without a worker-side Kueue
+            # integration; only once the final status is on the manager object, so nothing is lost.
+            done = adapter.finished(remote_job) if remote_job is not None and in_sync else None
+            if done is not None and state.get("state") == wl.READY:
+                await self._finish(local, *done)
+                return Result()
             if state.get("state") not in (wl.RETRY, wl.REJECTED):
                 await self._set_admitted(local, check_name, state, winner)
             return Result(requeue_after=lost_timeout)
@@ -344,8 +354,11 @@ class WorkloadReconciler:
 
     async def _sync_job(
         self, cluster: str, connection: WorkerConnection, adapter: GenericAdapter, local_job: Object, local_wl: Object
-    ) -> None:
-        """Create the object on the worker, or mirror the worker's status back to the manager."""
+    ) -> tuple[Object | None, bool]:
+        """Create the object on the worker, or carry ``specSync`` fields to it and mirror its status back.
+
+        Returns the worker object seen (``None`` if just created) and whether the manager's status now matches it.
+        """
         job_key = ObjectKey.of(local_job)
         assert connection.api is not None
         resource = connection.resources.get(adapter.gvk)
@@ -370,18 +383,28 @@ class WorkloadReconciler:
                     reserved = wl.condition(local_wl, wl.QUOTA_RESERVED) or {}
                     if since := _seconds_since(reserved.get("lastTransitionTime")):
                         self.metrics.dispatch_latency.labels(adapter.gvk.kind, cluster).observe(since)
-                return
+                return None, False
         if remote is None:
-            return  # created and deleted in between: the next pass sees the current state
+            return None, False  # created and deleted in between: the next pass sees the current state
         if (remote["metadata"].get("labels") or {}).get(ORIGIN_LABEL) != self.origin:
-            message = (
-                f"{adapter.gvk.kind} {job_key} on worker {cluster} was not created by this manager "
-                f"(label {ORIGIN_LABEL} is not {self.origin!r}); it is left untouched"
-            )
-            await self._event(local_wl, "Warning", message)
-            raise OwnershipConflict(message)
-        manager_api = Objects(self.api, await self._manager_resource(adapter.gvk))
+            remote = await self._resolve_conflict(cluster, remote_api, adapter, remote, local_job, local_wl)
+        spec_patch = adapter.spec_patch(local_job, remote)
+        if spec_patch is not None:
+            await remote_api.patch(job_key.name, spec_patch, job_key.namespace)
+            log.info("spec carried to worker", cluster=cluster, kind=adapter.gvk.kind, object=str(job_key),
+                     patch=spec_patch)  # fmt: skip
         patch = adapter.status_patch(local_job, remote)
+        if adapter.suspended(local_job):
+            if patch is not None and job_key not in self.deferred:  # said once per suspension, not per pass
+                self.deferred.add(job_key)
+                predicate = adapter.options.suspended
+                assert predicate is not None
+                message = (f"status from worker {cluster} is held back while this {adapter.gvk.kind} is suspended "
+                           f"({predicate.path}); it is mirrored once that no longer holds")  # fmt: skip
+                await self._object_event(adapter, local_job, "Normal", message)
+            return remote, False
+        self.deferred.discard(job_key)
+        manager_api = Objects(self.api, await self._manager_resource(adapter.gvk))
         if patch is not None:
             try:
                 await manager_api.patch_status(job_key.name, patch, job_key.namespace)
@@ -399,6 +422,37 @@ class WorkloadReconciler:
             seen = connection.observed.get((adapter.gvk.kind, job_key.namespace, job_key.name))
             if self.metrics is not None and seen is not None:
                 self.metrics.status_sync_lag.labels(adapter.gvk.kind, cluster).observe(time.monotonic() - seen)
+        return remote, True
+
+    async def _resolve_conflict(
+        self,
+        cluster: str,
+        remote_api: Objects,
+        adapter: GenericAdapter,
+        remote: Object,
+        local_job: Object,
+        local_wl: Object,
+    ) -> Object:
+        """A same-named worker object without this origin's label: adopted under ``Adopt`` when its annotations
+        prove this manager made it for this object; otherwise left untouched and reported (``Abort``)."""
+        job_key = ObjectKey.of(local_job)
+        if adapter.adoptable(remote, local_job, self.origin):
+            patch = {"metadata": {"labels": {ORIGIN_LABEL: self.origin},
+                                  "resourceVersion": remote["metadata"]["resourceVersion"]}}  # fmt: skip
+            adopted = await remote_api.patch(job_key.name, patch, job_key.namespace)
+            message = (
+                f"{adapter.gvk.kind} {job_key} on worker {cluster} adopted (it carries this manager's origin and UID)"
+            )
+            log.info("object adopted on worker", cluster=cluster, kind=adapter.gvk.kind, object=str(job_key))
+            await self._event(local_wl, "Normal", message)
+            return adopted
+        message = (
+            f"{adapter.gvk.kind} {job_key} on worker {cluster} was not created by this manager "
+            f"(label {ORIGIN_LABEL} is not {self.origin!r}); it is left untouched"
+        )
+        await self._event(local_wl, "Warning", message)
+        await self._object_event(adapter, local_job, "Warning", message)
+        raise OwnershipConflict(message)
 
     async def _remove_remote(self, cluster: str, adapter: GenericAdapter, job_key: ObjectKey, key: ObjectKey) -> None:
         """Delete this origin's object and Workload copy on a worker.
@@ -504,6 +558,12 @@ class WorkloadReconciler:
         patch = {"metadata": {"resourceVersion": meta["resourceVersion"]}, "status": status}
         updated = await self.workload_api.patch_status(meta["name"], patch, meta["namespace"])
         self.workloads.store[ObjectKey.of(updated)] = updated
+
+    async def _object_event(self, adapter: GenericAdapter, job: Object, type_: str, message: str) -> None:
+        """An Event on the manager object itself, where its user looks first."""
+        obj = {**job, "apiVersion": adapter.gvk.api_version, "kind": adapter.gvk.kind}
+        await events.record(self.api, obj, type_=type_, reason=EVENT_REASON, message=message,
+                            component=self.controller_name)  # fmt: skip
 
     async def _event(self, local: Object, type_: str, message: str) -> None:
         obj = {**local, "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload"}

@@ -14,7 +14,7 @@ from kubernetes_asyncio import client as k8s_client
 from multikueue.config import Configuration, parse_configuration
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import ADMISSION_CHECKS, MULTIKUEUE_CLUSTERS, MULTIKUEUE_CONFIGS, Objects
-from multikueue.manager import Manager
+from multikueue.manager import ConfigSource, Manager, load_configuration
 from multikueue.testing import TestBed, kueue
 from multikueue.testing.waiting import eventually
 
@@ -260,3 +260,67 @@ async def test_admission_checks_of_other_controllers_are_left_alone(harness: Any
     theirs = await h.checks.get(h.name("kueues"))
     assert theirs is not None
     assert "conditions" not in (theirs.get("status") or {})
+
+
+async def test_a_configmap_change_applies_without_a_restart_and_a_bad_one_keeps_the_last_good(
+    testbed: TestBed, manager_api: ApiClient, namespace: str, tmp_path: Path
+) -> None:
+    core = k8s_client.CoreV1Api(manager_api)
+
+    def document(*kinds: str, lost_timeout: str = "15m") -> dict[str, Any]:
+        frameworks = [{"name": k} for k in ("PipelineRun.v1.tekton.dev", *kinds)]
+        text = yaml.safe_dump({
+            "multiKueue": {"workerLostTimeout": lost_timeout, "externalFrameworks": frameworks},
+            "dispatcher": {"namespace": namespace, "workerClient": {"timeout": "3s"}},
+        })  # fmt: skip
+        return {"data": {"config.yaml": text}}
+
+    await core.create_namespaced_config_map(namespace, {"metadata": {"name": "mk"}, **document()})
+    source = ConfigSource(namespace, "mk", "config.yaml")
+    config = await load_configuration(manager_api, source.namespace, source.name, source.key)
+    h = Harness(testbed, manager_api, namespace)
+    manager = Manager(manager_api, config, temp_dir=tmp_path / "certs", config_source=source)
+
+    async def message() -> str:
+        cluster: dict[str, Any] = await h.clusters.get(h.name("worker1")) or {}
+        active = [c for c in (cluster.get("status") or {}).get("conditions") or [] if c["type"] == "Active"]
+        return str(active[0]["message"]) if active else ""
+
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(manager.run)
+            with anyio.fail_after(30):
+                await manager.started.wait()
+            await h.put_secret("w1", testbed.cluster("worker1").kubeconfig)
+            await h.add_cluster("worker1", "w1")
+            await eventually(message, until=lambda m: m == "Connected", timeout=60, what="Connected")
+
+            # A valid change: a new kind, unknown to the worker, shows in the condition with no restart.
+            await core.patch_namespaced_config_map("mk", namespace, document("Missing.v1.example.com"))
+            await eventually(
+                message,
+                until=lambda m: m.startswith("Connected; unavailable kinds: Missing.v1.example.com"),
+                timeout=60,
+                what="the new kind in use",
+            )
+
+            # An invalid change: reported on the ConfigMap, naming field and value; the last good one keeps running.
+            await core.patch_namespaced_config_map("mk", namespace, document(lost_timeout="soon"))
+            events = await eventually(
+                lambda: core.list_namespaced_event(namespace, field_selector="involvedObject.name=mk"),
+                until=lambda e: any(x.reason == "InvalidConfiguration" for x in e.items),
+                what="InvalidConfiguration event",
+            )
+            warning = next(x for x in events.items if x.reason == "InvalidConfiguration")
+            assert warning.type == "Warning"
+            assert "multiKueue.workerLostTimeout: not a duration like 30s, 1m or 1h30m: 'soon'" in warning.message
+            assert manager.metrics.config_valid._value.get() == 0
+            assert (await message()).startswith("Connected; unavailable kinds: Missing.v1.example.com")
+
+            # And a valid one after it still applies.
+            await core.patch_namespaced_config_map("mk", namespace, document())
+            await eventually(message, until=lambda m: m == "Connected", timeout=60, what="back to one kind")
+            assert manager.metrics.config_valid._value.get() == 1
+            tg.cancel_scope.cancel()
+    finally:
+        await h.clusters.delete(h.name("worker1"))

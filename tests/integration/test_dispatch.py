@@ -2,155 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import anyio
 import pytest
-import yaml
 
-from multikueue.config import parse_configuration
-from multikueue.kube.client import ApiClient
-from multikueue.kube.resources import WORKLOADS, Objects, Resource
-from multikueue.manager import Manager
-from multikueue.testing import TestBed, kueue
+from multikueue.kube.resources import Objects, Resource
+from multikueue.testing import kueue
 from multikueue.testing.objects import pipelinerun, running_status
 from multikueue.testing.waiting import eventually, wait_until
 from tests.integration.controller import run_argv
+from tests.integration.scenario import Scenario
 
-CONTROLLER = "multikueue.x-k8s.io/external-dispatcher"
-PIPELINERUNS = Resource("tekton.dev", "v1", "pipelineruns", "PipelineRun")
 ORIGIN = "kueue.x-k8s.io/multikueue-origin"
-
-
-class Scenario:
-    def __init__(self, bed: TestBed, namespace: str, manager: ApiClient, worker1: ApiClient, worker2: ApiClient):
-        self.bed, self.namespace = bed, namespace
-        self.api = {"manager": manager, "worker1": worker1, "worker2": worker2}
-        self.names: dict[str, str] = {}
-        self.manager: Manager | None = None
-        self.start_manager: Any = None
-        self.stop_manager: Any = None
-
-    async def connected(self, worker: str, expected: bool) -> None:
-        assert self.manager is not None
-        connections = self.manager.cluster_reconciler.connections if self.manager.cluster_reconciler else {}
-        await wait_until(
-            lambda: bool(connections.get(self.names[worker]) and connections[self.names[worker]].connected) == expected,
-            timeout=60,
-            what=f"{worker} connected={expected}",
-        )
-
-    def runs(self, cluster: str) -> Objects:
-        return Objects(self.api[cluster], PIPELINERUNS)
-
-    def workloads(self, cluster: str) -> Objects:
-        return Objects(self.api[cluster], WORKLOADS)
-
-    async def submit(self, name: str, *, managed_by: str | None = kueue.MANAGED_BY) -> tuple[Any, Any]:
-        """A PipelineRun on the manager and the Workload its integration would create, with quota reserved."""
-        body = pipelinerun(name, labels={"kueue.x-k8s.io/queue-name": "user-queue"})
-        if managed_by:
-            body["spec"]["managedBy"] = managed_by
-        return await self.submit_object(PIPELINERUNS, body)
-
-    async def submit_object(self, resource: Resource, body: Any) -> tuple[Any, Any]:
-        obj = await Objects(self.api["manager"], resource).create(body, self.namespace)
-        workload = await self.workloads("manager").create(kueue.workload_for(obj), self.namespace)
-        await kueue.reserve_quota(
-            self.api["manager"], workload["metadata"]["name"], self.namespace, checks=[self.names["check"]]
-        )
-        return obj, workload
-
-    async def get(self, objects: Objects, name: str) -> Any:
-        found = await objects.get(name, self.namespace)
-        assert found is not None, f"{name} not found"
-        return found
-
-    async def wait(self, objects: Objects, name: str, until: Any, what: str, timeout: float = 60) -> Any:
-        return await eventually(lambda: objects.get(name, self.namespace), until=until, timeout=timeout, what=what)
-
-    async def check_state(self, workload: str, **expected: Any) -> Any:
-        def ok(wl: Any) -> bool:
-            state = next(
-                (
-                    s
-                    for s in ((wl or {}).get("status") or {}).get("admissionChecks") or []
-                    if s["name"] == self.names["check"]
-                ),
-                None,
-            )
-            return state is not None and all(
-                str(state.get(k, "")).startswith(v) if k == "message" else state.get(k) == v
-                for k, v in expected.items()
-            )
-
-        return await self.wait(self.workloads("manager"), workload, ok, f"check {expected}")
-
-
-DEFAULT_CONFIG = "multiKueue: {gcInterval: 2s, workerLostTimeout: 10s}"
-
-
-@pytest.fixture
-def multikueue_config() -> str:
-    """The ``multiKueue`` section for the scenario; a test overrides it by parametrizing this name."""
-    return DEFAULT_CONFIG
-
-
-@pytest.fixture
-async def scenario(
-    multikueue_config: str,
-    testbed: TestBed,
-    namespace: str,
-    manager_api: ApiClient,
-    worker1_api: ApiClient,
-    worker2_api: ApiClient,
-    tmp_path: Path,
-) -> AsyncIterator[Scenario]:
-    s = Scenario(testbed, namespace, manager_api, worker1_api, worker2_api)
-    s.names = await kueue.multikueue_setup(
-        manager_api,
-        namespace=namespace,
-        prefix=namespace,
-        controller_name=CONTROLLER,
-        workers={w: testbed.cluster(w).kubeconfig for w in ("worker1", "worker2")},
-    )
-    multikueue = yaml.safe_load(multikueue_config)["multiKueue"]
-    multikueue.setdefault("externalFrameworks", [{"name": "PipelineRun.v1.tekton.dev"}])
-    dispatcher = {
-        "namespace": namespace,
-        "eventsBatchPeriod": "100ms",
-        "incrementalRoundTimeout": "3s",
-        "workerClient": {"timeout": "3s"},
-    }
-    config = parse_configuration(yaml.safe_dump({"multiKueue": multikueue, "dispatcher": dispatcher}))
-    async with anyio.create_task_group() as tg:
-
-        async def start(*, wait_for: tuple[str, ...] = ("worker1", "worker2")) -> None:
-            manager = Manager(manager_api, config, temp_dir=tmp_path / "certs", http_address=("127.0.0.1", 0))
-            scope = anyio.CancelScope()
-
-            async def run() -> None:
-                with scope:
-                    await manager.run()
-
-            tg.start_soon(run)
-            with anyio.fail_after(30):
-                await manager.started.wait()
-            connections = manager.cluster_reconciler.connections if manager.cluster_reconciler else {}
-            for worker in wait_for:
-                await wait_until(
-                    lambda w=worker: bool(connections.get(s.names[w]) and connections[s.names[w]].connected),  # type: ignore[misc]
-                    what=f"{worker} connected",
-                )
-            s.manager, s.stop_manager = manager, scope.cancel
-
-        s.start_manager = start
-        await start()
-        yield s
-        tg.cancel_scope.cancel()
-    await kueue.multikueue_teardown(manager_api, s.names)
 
 
 async def test_happy_path_on_two_workers(scenario: Scenario) -> None:
@@ -219,13 +84,6 @@ async def test_happy_path_on_two_workers(scenario: Scenario) -> None:
     for worker in ("worker1", "worker2"):
         await s.wait(s.workloads(worker), wl_name, lambda w: w is None, f"no Workload left on {worker}")
         await s.wait(s.runs(worker), "hello", lambda r: r is None, f"no PipelineRun left on {worker}")
-
-
-async def _events(api: ApiClient, namespace: str, name: str) -> list[Any]:
-    from kubernetes_asyncio import client as k8s_client
-
-    listed = await k8s_client.CoreV1Api(api).list_namespaced_event(namespace)
-    return [e for e in listed.items if e.involved_object.name == name]
 
 
 async def test_an_owner_not_managed_by_multikueue_is_rejected(scenario: Scenario) -> None:
@@ -319,7 +177,7 @@ async def test_a_remote_finish_out_of_sync_retries_instead_of_finishing(scenario
     await s.check_state(wl_name, state="Retry", message=expected)
     manager_wl = await s.get(s.workloads("manager"), wl_name)
     assert not any(c["type"] == "Finished" for c in manager_wl["status"]["conditions"])
-    warnings = [e for e in await _events(s.api["manager"], s.namespace, wl_name) if e.type == "Warning"]
+    warnings = [e for e in await s.events(wl_name) if e.type == "Warning"]
     assert [e.message for e in warnings] == [expected]
     assert warnings[0].reason == "MultiKueue"
 
@@ -334,7 +192,7 @@ async def test_a_same_named_object_not_from_this_manager_is_left_untouched_and_r
     await kueue.admit(s.api["worker2"], wl_name, s.namespace)
 
     await eventually(
-        lambda: _events(s.api["manager"], s.namespace, wl_name),
+        lambda: s.events(wl_name),
         until=lambda events: any("was not created by this manager" in (e.message or "") for e in events),
         what="a Warning naming the foreign object",
     )
@@ -532,17 +390,6 @@ async def test_an_external_dispatcher_decides_where_copies_go(scenario: Scenario
     await s.wait(s.workloads("worker2"), wl_name, lambda w: w is None, "copy removed from worker2")
 
 
-@pytest.fixture
-async def widgets(scenario: Scenario) -> Any:
-    """The Widget kind: strict on the manager, loose on worker1, absent from worker2."""
-    from multikueue.testing import crds
-    from multikueue.testing.objects import widget_crd
-
-    await crds.install_crds(scenario.api["manager"], [widget_crd(strict_status=True)])
-    await crds.install_crds(scenario.api["worker1"], [widget_crd(strict_status=False)])
-    return Resource("examples.multikueue.x-k8s.io", "v1", "widgets", "Widget")
-
-
 WIDGET_KIND = (
     "multiKueue: {gcInterval: 2s, workerLostTimeout: 10s, externalFrameworks: "
     "[{name: PipelineRun.v1.tekton.dev}, {name: Widget.v1.examples.multikueue.x-k8s.io}]}"
@@ -590,7 +437,7 @@ async def test_a_status_the_manager_rejects_is_reported_and_retried(scenario: Sc
 
     await worker_widgets.patch_status("picky", {"status": {"phase": "Exploded"}}, s.namespace)
     events = await eventually(
-        lambda: _events(s.api["manager"], s.namespace, wl_name),
+        lambda: s.events(wl_name),
         until=lambda found: any("rejected by the manager: HTTP 422" in (e.message or "") for e in found),
         what="a Warning about the rejected status",
     )

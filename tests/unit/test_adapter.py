@@ -4,11 +4,12 @@ from typing import Any
 
 import pytest
 
-from multikueue.config import GroupVersionKind
+from multikueue.config import Adapter, GroupVersionKind
 from multikueue.dispatch.adapter import GenericAdapter, apply_merge_patch, merge_diff
 from multikueue.testing.objects import pipelinerun, running_status
 
-ADAPTER = GenericAdapter(GroupVersionKind("tekton.dev", "v1", "PipelineRun"), "kueue.x-k8s.io/multikueue")
+PIPELINERUN = GroupVersionKind("tekton.dev", "v1", "PipelineRun")
+ADAPTER = GenericAdapter(PIPELINERUN, "kueue.x-k8s.io/multikueue", Adapter.defaults(PIPELINERUN))
 
 
 def manager_run() -> dict[str, Any]:
@@ -35,7 +36,12 @@ def test_the_worker_copy_carries_only_name_namespace_labels_annotations_and_spec
         "name": "hello",
         "namespace": "team-a",
         "labels": {"app": "x", "kueue.x-k8s.io/multikueue-origin": "mk"},
-        "annotations": {"note": "kept", "kueue.x-k8s.io/prebuilt-workload-name": "pipelinerun-hello"},
+        "annotations": {
+            "note": "kept",
+            "kueue.x-k8s.io/prebuilt-workload-name": "pipelinerun-hello",
+            "multikueue.x-k8s.io/origin": "mk",
+            "multikueue.x-k8s.io/manager-uid": "u-1",
+        },
     }
     assert "managedBy" not in remote["spec"]
     assert remote["spec"]["pipelineSpec"] == manager_run()["spec"]["pipelineSpec"]

@@ -1,0 +1,178 @@
+"""The dispatch scenario harness: the controller in-process against the bed, the tests playing Kueue's part.
+
+``scenario`` (fixture) sets up an AdmissionCheck, MultiKueueConfig and MultiKueueClusters for both workers and
+runs a Manager; a test overrides the configuration by parametrizing ``multikueue_config`` with a YAML document
+whose ``multiKueue`` section (and optional ``dispatcher`` section) is merged over the defaults.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import yaml
+from kubernetes_asyncio import client as k8s_client
+
+from multikueue.config import parse_configuration
+from multikueue.kube.client import ApiClient
+from multikueue.kube.resources import WORKLOADS, Objects, Resource
+from multikueue.manager import Manager
+from multikueue.testing import TestBed, kueue
+from multikueue.testing.objects import pipelinerun
+from multikueue.testing.waiting import eventually, wait_until
+
+CONTROLLER = "multikueue.x-k8s.io/external-dispatcher"
+PIPELINERUNS = Resource("tekton.dev", "v1", "pipelineruns", "PipelineRun")
+
+
+class Scenario:
+    def __init__(self, bed: TestBed, namespace: str, manager: ApiClient, worker1: ApiClient, worker2: ApiClient):
+        self.bed, self.namespace = bed, namespace
+        self.api = {"manager": manager, "worker1": worker1, "worker2": worker2}
+        self.names: dict[str, str] = {}
+        self.manager: Manager | None = None
+        self.start_manager: Any = None
+        self.stop_manager: Any = None
+
+    async def connected(self, worker: str, expected: bool) -> None:
+        assert self.manager is not None
+        connections = self.manager.cluster_reconciler.connections if self.manager.cluster_reconciler else {}
+        await wait_until(
+            lambda: bool(connections.get(self.names[worker]) and connections[self.names[worker]].connected) == expected,
+            timeout=60,
+            what=f"{worker} connected={expected}",
+        )
+
+    def runs(self, cluster: str) -> Objects:
+        return Objects(self.api[cluster], PIPELINERUNS)
+
+    def objects(self, cluster: str, resource: Resource) -> Objects:
+        return Objects(self.api[cluster], resource)
+
+    def workloads(self, cluster: str) -> Objects:
+        return Objects(self.api[cluster], WORKLOADS)
+
+    async def submit(self, name: str, *, managed_by: str | None = kueue.MANAGED_BY) -> tuple[Any, Any]:
+        """A PipelineRun on the manager and the Workload its integration would create, with quota reserved."""
+        body = pipelinerun(name, labels={"kueue.x-k8s.io/queue-name": "user-queue"})
+        if managed_by:
+            body["spec"]["managedBy"] = managed_by
+        return await self.submit_object(PIPELINERUNS, body)
+
+    async def submit_object(self, resource: Resource, body: Any) -> tuple[Any, Any]:
+        obj = await Objects(self.api["manager"], resource).create(body, self.namespace)
+        workload = await self.workloads("manager").create(kueue.workload_for(obj), self.namespace)
+        await kueue.reserve_quota(
+            self.api["manager"], workload["metadata"]["name"], self.namespace, checks=[self.names["check"]]
+        )
+        return obj, workload
+
+    async def get(self, objects: Objects, name: str) -> Any:
+        found = await objects.get(name, self.namespace)
+        assert found is not None, f"{name} not found"
+        return found
+
+    async def wait(self, objects: Objects, name: str, until: Any, what: str, timeout: float = 60) -> Any:
+        return await eventually(lambda: objects.get(name, self.namespace), until=until, timeout=timeout, what=what)
+
+    async def events(self, name: str) -> list[Any]:
+        """The manager's Events about the object ``name`` in this scenario's namespace."""
+        listed = await k8s_client.CoreV1Api(self.api["manager"]).list_namespaced_event(self.namespace)
+        return [e for e in listed.items if e.involved_object.name == name]
+
+    async def check_state(self, workload: str, **expected: Any) -> Any:
+        def ok(wl: Any) -> bool:
+            state = next(
+                (
+                    s
+                    for s in ((wl or {}).get("status") or {}).get("admissionChecks") or []
+                    if s["name"] == self.names["check"]
+                ),
+                None,
+            )
+            return state is not None and all(
+                str(state.get(k, "")).startswith(v) if k == "message" else state.get(k) == v
+                for k, v in expected.items()
+            )
+
+        return await self.wait(self.workloads("manager"), workload, ok, f"check {expected}")
+
+
+DEFAULT_CONFIG = "multiKueue: {gcInterval: 2s, workerLostTimeout: 10s}"
+
+
+@pytest.fixture
+def multikueue_config() -> str:
+    """The ``multiKueue`` section for the scenario; a test overrides it by parametrizing this name."""
+    return DEFAULT_CONFIG
+
+
+@pytest.fixture
+async def scenario(
+    multikueue_config: str,
+    testbed: TestBed,
+    namespace: str,
+    manager_api: ApiClient,
+    worker1_api: ApiClient,
+    worker2_api: ApiClient,
+    tmp_path: Path,
+) -> AsyncIterator[Scenario]:
+    s = Scenario(testbed, namespace, manager_api, worker1_api, worker2_api)
+    s.names = await kueue.multikueue_setup(
+        manager_api,
+        namespace=namespace,
+        prefix=namespace,
+        controller_name=CONTROLLER,
+        workers={w: testbed.cluster(w).kubeconfig for w in ("worker1", "worker2")},
+    )
+    document = yaml.safe_load(multikueue_config)
+    multikueue = document["multiKueue"]
+    multikueue.setdefault("externalFrameworks", [{"name": "PipelineRun.v1.tekton.dev"}])
+    dispatcher = {
+        "namespace": namespace,
+        "eventsBatchPeriod": "100ms",
+        "incrementalRoundTimeout": "3s",
+        "workerClient": {"timeout": "3s"},
+        **(document.get("dispatcher") or {}),
+    }
+    config = parse_configuration(yaml.safe_dump({"multiKueue": multikueue, "dispatcher": dispatcher}))
+    async with anyio.create_task_group() as tg:
+
+        async def start(*, wait_for: tuple[str, ...] = ("worker1", "worker2")) -> None:
+            manager = Manager(manager_api, config, temp_dir=tmp_path / "certs", http_address=("127.0.0.1", 0))
+            scope = anyio.CancelScope()
+
+            async def run() -> None:
+                with scope:
+                    await manager.run()
+
+            tg.start_soon(run)
+            with anyio.fail_after(30):
+                await manager.started.wait()
+            connections = manager.cluster_reconciler.connections if manager.cluster_reconciler else {}
+            for worker in wait_for:
+                await wait_until(
+                    lambda w=worker: bool(connections.get(s.names[w]) and connections[s.names[w]].connected),  # type: ignore[misc]
+                    what=f"{worker} connected",
+                )
+            s.manager, s.stop_manager = manager, scope.cancel
+
+        s.start_manager = start
+        await start()
+        yield s
+        tg.cancel_scope.cancel()
+    await kueue.multikueue_teardown(manager_api, s.names)
+
+
+@pytest.fixture
+async def widgets(scenario: Scenario) -> Any:
+    """The Widget kind: strict on the manager, loose on worker1, absent from worker2."""
+    from multikueue.testing import crds
+    from multikueue.testing.objects import widget_crd
+
+    await crds.install_crds(scenario.api["manager"], [widget_crd(strict_status=True)])
+    await crds.install_crds(scenario.api["worker1"], [widget_crd(strict_status=False)])
+    return Resource("examples.multikueue.x-k8s.io", "v1", "widgets", "Widget")
