@@ -44,6 +44,16 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     run.add_argument("--log-format", default="auto", choices=["auto", "json", "console"])
 
+    adapter = commands.add_parser("adapter", help="per-kind adapter tools")
+    adapter_commands = adapter.add_subparsers(dest="adapter_command", metavar="ACTION", required=True)
+    check = adapter_commands.add_parser(
+        "check",
+        help="render the worker copy, spec sync and status mapping of one object, offline, and explain every error",
+    )
+    check.add_argument("--config", required=True, help="the configuration document (as in the ConfigMap)")
+    check.add_argument("--object", required=True, help="the manager object (YAML or JSON)")
+    check.add_argument("--worker", help="the worker's copy as it is now (to see the status mapping and predicates)")
+
     demo = commands.add_parser(
         "demo", help="three local clusters, the shipped manifests, and one PipelineRun dispatched end to end"
     )
@@ -125,6 +135,34 @@ async def _until_signalled(work: Callable[[], Awaitable[None]]) -> bool:
         await work()
         tg.cancel_scope.cancel()
     return signalled
+
+
+def _adapter_check(config_path: str, object_path: str, worker_path: str | None) -> int:
+    """Exit 0 when the object would dispatch cleanly, 1 when the report lists problems, 2 on unreadable input."""
+    from pathlib import Path
+
+    import yaml
+
+    from multikueue.config import ConfigError, parse_configuration
+    from multikueue.dispatch.check import check
+
+    try:
+        config = parse_configuration(Path(config_path).read_text(), source=f"file {config_path}")
+    except (OSError, ConfigError) as e:
+        print(f"multikueue adapter check: {e}", file=sys.stderr)
+        return 2
+    documents = {}
+    for what, path in (("object", object_path), ("worker object", worker_path)):
+        if path is None:
+            continue
+        try:
+            documents[what] = yaml.safe_load(Path(path).read_text())
+        except (OSError, yaml.YAMLError) as e:
+            print(f"multikueue adapter check: cannot read the {what} {path}: {e}", file=sys.stderr)
+            return 2
+    report = check(config, documents["object"], documents.get("worker object"))
+    print(report.render(), end="")
+    return 1 if report.problems else 0
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -229,6 +267,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "run":
             return _run(args)
+        if args.command == "adapter" and args.adapter_command == "check":
+            return _adapter_check(args.config, args.object, args.worker)
         if args.command == "demo":
             from multikueue import demo as demo_module
 

@@ -11,6 +11,7 @@ import datetime
 import hashlib
 import json
 import time
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -25,6 +26,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from multikueue.config import GroupVersionKind
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig, rate_limit
+from multikueue.kube.listwatch import ApiListSource
 from multikueue.kube.resources import WORKLOADS, Objects, Resource
 from multikueue.labels import ORIGIN_LABEL, PREBUILT_WORKLOAD
 from multikueue.runtime.informer import DELETED, Informer, ObjectKey
@@ -83,8 +85,12 @@ class WorkerConnection:
         on_remote_event: RemoteEventHandler | None = None,
         on_api_error: Callable[[str], None] | None = None,
         temp_dir: Path | None = None,
+        watch_warnings: bool = True,
     ) -> None:
         self.name = name
+        self.watch_warnings = watch_warnings
+        # Recent Warning Events per manager Workload (reason, message), taken by the Workload reconciler.
+        self.warnings: dict[ObjectKey, deque[tuple[str, str]]] = {}
         self.kubeconfig = kubeconfig
         self.fingerprint = fingerprint(kubeconfig)
         self.origin = origin
@@ -193,6 +199,18 @@ class WorkerConnection:
         self.next_attempt_at = None
         self.last_error = None
         self._informers.start_soon(self._probe, api)
+        if self.watch_warnings:
+            # Warning Events of the worker, mapped to the manager Workload they concern: why a run waits or
+            # fails there, surfaced on the manager object. Event-driven: no per-Workload polling of the worker.
+            warnings = Informer(
+                ApiListSource(
+                    k8s_client.CoreV1Api(api).list_event_for_all_namespaces,
+                    description=f"warning events on {self.name}",
+                    field_selector="type=Warning",
+                ),
+                on_event=self._warning_handler,
+            )
+            self._informers.start_soon(warnings.run)
 
     async def _run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Own this connection's informers in one task group, cancelled as a whole by ``close``."""
@@ -265,6 +283,7 @@ class WorkerConnection:
         self.objects.clear()
         self.resources.clear()
         self.unreachable_since, self.probe_error = None, None
+        self.warnings.clear()
 
     # ------------------------------------------------------------------------------------- internals
 
@@ -295,6 +314,33 @@ class WorkerConnection:
                 self.on_remote_event(self.name, ObjectKey(namespace, name))
 
         return handle
+
+    def _warning_handler(self, kind: str, event: Object) -> None:
+        if kind == DELETED:
+            return
+        involved = event.get("involvedObject") or {}
+        namespace, name = involved.get("namespace") or "", involved.get("name") or ""
+        key: ObjectKey | None = None
+        if involved.get("kind") == "Workload":
+            key = (
+                ObjectKey(namespace, name)
+                if self.workloads and self.workloads.get(ObjectKey(namespace, name))
+                else None
+            )
+        else:
+            for gvk, informer in self.objects.items():
+                if gvk.kind == involved.get("kind") and (obj := informer.get(ObjectKey(namespace, name))) is not None:
+                    workload = (obj["metadata"].get("annotations") or {}).get(PREBUILT_WORKLOAD)
+                    key = ObjectKey(namespace, workload) if workload else None
+                    break
+        if key is None:
+            return  # not about anything this manager sent here
+        recent = self.warnings.setdefault(key, deque(maxlen=10))
+        entry = (str(event.get("reason") or ""), str(event.get("message") or ""))
+        if entry not in recent:
+            recent.append(entry)
+            if self.on_remote_event is not None:
+                self.on_remote_event(self.name, key)
 
 
 def _describe(error: BaseException) -> str:

@@ -100,6 +100,7 @@ class ClusterReconciler:
                 on_remote_event=self.on_remote_event,
                 on_api_error=self._api_error_counter(name),
                 temp_dir=self.temp_dir,
+                watch_warnings=any(self.config.adapter(g).worker_events for g in self.config.multi_kueue.gvks),
             )
             self.connections[name] = connection
 

@@ -33,6 +33,7 @@ log = structlog.get_logger(__name__)
 Object = dict[str, Any]
 EVENT_REASON = "MultiKueue"
 MESSAGE_LIMIT = 32768
+NEWS_BURST, NEWS_WINDOW = 5, 60.0  # worker news surfaced per run: at most 5 Events a minute
 
 
 class OwnershipConflict(Exception):
@@ -76,6 +77,8 @@ class WorkloadReconciler:
         self.deleted: dict[ObjectKey, Object] = {}
         self.rounds: dict[ObjectKey, float] = {}  # incremental dispatch: when each Workload's round began
         self.deferred: set[ObjectKey] = set()  # manager objects whose status sync waits on their suspension
+        self.surfaced: dict[ObjectKey, set[str]] = {}  # worker news already told, per Workload
+        self.surfaced_at: dict[ObjectKey, list[float]] = {}  # when, for the rate limit
         self.workload_api = Objects(api, WORKLOADS)
         self.origin = config.multi_kueue.origin
         self.controller_name = config.dispatcher.controller_name
@@ -132,6 +135,8 @@ class WorkloadReconciler:
             self.deleted.pop(key, None)
             self.rounds.pop(key, None)
             self.deferred.discard(job_key)
+            self.surfaced.pop(key, None)
+            self.surfaced_at.pop(key, None)
             return Result()
         return await self._reconcile_group(
             local, check_name, state, adapter, job, clusters, connected, unavailable, remotes
@@ -154,6 +159,8 @@ class WorkloadReconciler:
         key, job_key = ObjectKey.of(local), ObjectKey.of(job)
         lost_timeout = self.config.multi_kueue.worker_lost_timeout
         present = {c: r for c, r in remotes.items() if r is not None}
+        if adapter.options.worker_events and not wl.is_true(local, wl.FINISHED):
+            await self._surface_worker_news(local, adapter, job, connected, present)
 
         # 2. Finished or without quota: nothing should run on any worker.
         if wl.is_true(local, wl.FINISHED) or not wl.is_true(local, wl.QUOTA_RESERVED):
@@ -286,6 +293,38 @@ class WorkloadReconciler:
         if missing:
             raise ConnectionError(f"cluster {missing[0]}: no remote client for nominated cluster")
         return Result(requeue_after=requeue)
+
+    async def _surface_worker_news(
+        self,
+        local: Object,
+        adapter: GenericAdapter,
+        job: Object,
+        connected: dict[str, WorkerConnection],
+        present: dict[str, Object],
+    ) -> None:
+        """Tell the manager object's user why the run waits or fails on a worker: each worker's Warning Events
+        about its copy or object, and its copy's pending reason (QuotaReserved=False), prefixed with the worker's
+        name. Each message once per run, and at most ``NEWS_BURST`` per ``NEWS_WINDOW`` seconds per run."""
+        key = ObjectKey.of(local)
+        news: list[tuple[str, str, str]] = []
+        for cluster, connection in connected.items():
+            for reason, message in connection.warnings.pop(key, ()):
+                news.append(("Warning", "WorkerWarning", f'worker "{cluster}": {reason}: {message}'))
+            reserved = wl.condition(present[cluster], wl.QUOTA_RESERVED) if cluster in present else None
+            if reserved is not None and reserved.get("status") == "False" and reserved.get("message"):
+                news.append(("Normal", "WorkerPending", f'worker "{cluster}": {reserved["message"]}'))
+        if not news:
+            return
+        said = self.surfaced.setdefault(key, set())
+        now = time.monotonic()
+        recent = self.surfaced_at.setdefault(key, [])
+        recent[:] = [t for t in recent if now - t < NEWS_WINDOW]
+        for type_, reason, message in news:
+            if message in said or len(recent) >= NEWS_BURST:
+                continue
+            said.add(message)
+            recent.append(now)
+            await self._object_event(adapter, job, type_, message, reason=reason)
 
     async def _nominate_incrementally(self, local: Object, clusters: list[str]) -> tuple[list[str], float | None]:
         """Kueue's incremental dispatcher: every round, nominate the next ``stepSize`` workers in config order."""
@@ -559,10 +598,12 @@ class WorkloadReconciler:
         updated = await self.workload_api.patch_status(meta["name"], patch, meta["namespace"])
         self.workloads.store[ObjectKey.of(updated)] = updated
 
-    async def _object_event(self, adapter: GenericAdapter, job: Object, type_: str, message: str) -> None:
+    async def _object_event(
+        self, adapter: GenericAdapter, job: Object, type_: str, message: str, *, reason: str = EVENT_REASON
+    ) -> None:
         """An Event on the manager object itself, where its user looks first."""
         obj = {**job, "apiVersion": adapter.gvk.api_version, "kind": adapter.gvk.kind}
-        await events.record(self.api, obj, type_=type_, reason=EVENT_REASON, message=message,
+        await events.record(self.api, obj, type_=type_, reason=reason, message=message,
                             component=self.controller_name)  # fmt: skip
 
     async def _event(self, local: Object, type_: str, message: str) -> None:

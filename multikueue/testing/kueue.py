@@ -100,6 +100,16 @@ async def reserve_quota(api: ApiClient, name: str, namespace: str, *, checks: li
     return await _patch_status(api, name, namespace, change)
 
 
+async def pending(api: ApiClient, name: str, namespace: str, message: str) -> Object:
+    """Kueue's scheduler failing to fit a Workload: QuotaReserved=False, reason Pending, with its explanation."""
+
+    def change(status: Object) -> Object:
+        condition = {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": message}
+        return {"conditions": set_condition(status.get("conditions"), condition)}
+
+    return await _patch_status(api, name, namespace, change)
+
+
 async def admit(api: ApiClient, name: str, namespace: str, *, queue: str = "cq") -> Object:
     """A worker's Kueue admitting its copy (no checks there): QuotaReserved, then Admitted."""
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import pytest
 
+from multikueue.kube.events import record
 from multikueue.kube.resources import Resource
 from multikueue.testing import kueue
 from multikueue.testing.objects import pipelinerun, running_status, widget
@@ -209,3 +210,31 @@ async def test_adopt_refuses_a_copy_made_for_another_object_and_says_so_on_the_m
     untouched = await s.get(s.runs("worker1"), "not-ours")
     assert "kueue.x-k8s.io/multikueue-origin" not in (untouched["metadata"].get("labels") or {})
     await s.check_state(wl_name, state="Pending")
+
+
+async def test_a_workers_pending_reason_and_warnings_appear_on_the_manager_object_once(scenario: Scenario) -> None:
+    s = scenario
+    _, workload = await s.submit("news")
+    wl_name = workload["metadata"]["name"]
+    for worker in ("worker1", "worker2"):
+        await s.wait(s.workloads(worker), wl_name, lambda w: w is not None, f"copy on {worker}")
+    why = "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default, 1 more needed"
+    await kueue.pending(s.api["worker2"], wl_name, s.namespace, why)
+    await kueue.admit(s.api["worker1"], wl_name, s.namespace)
+    remote = await s.wait(s.runs("worker1"), "news", lambda r: r is not None, "run on worker1")
+    for _ in range(2):  # the same warning twice is told once
+        await record(s.api["worker1"], remote, type_="Warning", reason="TaskRunImagePullFailed",
+                     message="image busybox cannot be pulled", component="tekton")  # fmt: skip
+
+    w1, w2 = s.names["worker1"], s.names["worker2"]
+    expected = {
+        ("Normal", "WorkerPending", f'worker "{w2}": {why}'),
+        ("Warning", "WorkerWarning", f'worker "{w1}": TaskRunImagePullFailed: image busybox cannot be pulled'),
+    }
+
+    def told(events: list[Any]) -> set[tuple[str, str, str]]:
+        return {(e.type, e.reason, e.message) for e in events if e.reason in ("WorkerPending", "WorkerWarning")}
+
+    events = await eventually(lambda: s.events("news"), until=lambda e: told(e) == expected, what="worker news")
+    warnings = [e for e in events if e.reason == "WorkerWarning"]
+    assert len(warnings) == 1, [e.message for e in warnings]

@@ -7,10 +7,12 @@ from typing import Any
 
 import anyio
 import yaml
+from kubernetes_asyncio import client as k8s_client
 
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
+from multikueue.kube.events import record
 from multikueue.kube.resources import WORKLOADS, Objects, Resource
-from multikueue.manager import LeaderElectionSettings, Manager, load_configuration
+from multikueue.manager import ConfigSource, LeaderElectionSettings, Manager, load_configuration
 from multikueue.testing import TestBed, kueue
 from multikueue.testing.accounts import mint_service_account_kubeconfig
 from multikueue.testing.objects import pipelinerun, running_status
@@ -87,16 +89,34 @@ async def test_the_shipped_rbac_is_exactly_enough_to_dispatch(
         ):
             # Everything below runs as the shipped ServiceAccounts: the ConfigMap, the Lease, the Secrets, the
             # manager's objects, and (through the minted kubeconfigs) both workers.
-            config = await load_configuration(restricted, SYSTEM, "multikueue-config", "controller_manager_config.yaml")
-            manager = Manager(restricted, config, temp_dir=tmp_path / "certs")
+            source = ConfigSource(SYSTEM, "multikueue-config", "controller_manager_config.yaml")
+            config = await load_configuration(restricted, source.namespace, source.name, source.key)
+            manager = Manager(restricted, config, temp_dir=tmp_path / "certs", config_source=source)
             election = LeaderElectionSettings(SYSTEM, "multikueue-dispatcher", f"rbac-{namespace}", 15, 10, 2)
             tg.start_soon(manager.run_as_leader, election)
             with anyio.fail_after(60):
                 await manager.started.wait()
             await _dispatch_one(testbed, namespace, names, manager_api, worker2_api)
+            await _invalid_edit_is_reported(manager_api, source)
             tg.cancel_scope.cancel()
     finally:
         await kueue.multikueue_teardown(manager_api, names)
+
+
+async def _invalid_edit_is_reported(manager_api: ApiClient, source: ConfigSource) -> None:
+    """The ConfigMap watch works as the shipped ServiceAccount: an invalid edit is reported on the ConfigMap."""
+    core = k8s_client.CoreV1Api(manager_api)
+    original = (await core.read_namespaced_config_map(source.name, source.namespace)).data[source.key]
+    await core.patch_namespaced_config_map(source.name, source.namespace, {"data": {source.key: "multiKueue: []"}})
+    try:
+        await eventually(
+            lambda: core.list_namespaced_event(source.namespace, field_selector=f"involvedObject.name={source.name}"),
+            until=lambda e: any(x.reason == "InvalidConfiguration" for x in e.items),
+            timeout=60,
+            what="InvalidConfiguration on the ConfigMap",
+        )
+    finally:
+        await core.patch_namespaced_config_map(source.name, source.namespace, {"data": {source.key: original}})
 
 
 async def _dispatch_one(
@@ -116,7 +136,17 @@ async def _dispatch_one(
     await eventually(copy_on_worker2, timeout=60, what="copy on worker2")
     await kueue.admit(worker2_api, wl_name, namespace)
     worker_runs = Objects(worker2_api, PIPELINERUNS)
-    await eventually(lambda: worker_runs.get("least-privilege", namespace), timeout=60, what="run on worker2")
+    remote = await eventually(lambda: worker_runs.get("least-privilege", namespace), timeout=60, what="run on worker2")
+    # The worker's Warning Events reach the manager object through the shipped worker RBAC (list, watch events).
+    await record(worker2_api, remote, type_="Warning", reason="Throttled", message="slow down", component="test")
+    await eventually(
+        lambda: k8s_client.CoreV1Api(manager_api).list_namespaced_event(
+            namespace, field_selector="involvedObject.name=least-privilege"
+        ),
+        until=lambda e: any(x.message == 'worker "' + names["worker2"] + '": Throttled: slow down' for x in e.items),
+        timeout=60,
+        what="the worker's warning on the manager PipelineRun",
+    )
     await worker_runs.patch_status("least-privilege", {"status": running_status("least-privilege")}, namespace)
     await eventually(
         lambda: runs.get("least-privilege", namespace),

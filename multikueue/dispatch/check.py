@@ -1,0 +1,118 @@
+"""``multikueue adapter check``: what the dispatcher would do with one object, offline.
+
+Given the configuration and a manager object (and optionally the worker's copy as it is now), it renders the
+worker copy, the spec fields that would be carried over, the status patch the manager object would get, and each
+predicate's verdict, and explains every problem it finds, so a per-kind adapter can be tried before it is rolled
+out. Pure: the CLI reads the files, this module only computes the report.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import yaml
+
+from multikueue import jsonpaths
+from multikueue.config import Configuration, GroupVersionKind, Predicate
+from multikueue.dispatch.adapter import GenericAdapter, apply_merge_patch, holds
+
+Object = dict[str, Any]
+
+
+@dataclass
+class Report:
+    sections: list[tuple[str, str]] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def add(self, title: str, body: Any) -> None:
+        text = body if isinstance(body, str) else yaml.safe_dump(body, sort_keys=False).rstrip()
+        self.sections.append((title, text))
+
+    def render(self) -> str:
+        out = []
+        for title, body in self.sections:
+            out.append(f"## {title}\n" + "\n".join(f"  {line}" for line in body.splitlines()))
+        if self.problems:
+            out.append("## problems\n" + "\n".join(f"  - {p}" for p in self.problems))
+        else:
+            out.append("## problems\n  none")
+        return "\n\n".join(out) + "\n"
+
+
+def _gvk_of(obj: Object, what: str, report: Report) -> GroupVersionKind | None:
+    api_version, kind = obj.get("apiVersion"), obj.get("kind")
+    if not isinstance(api_version, str) or "/" not in api_version or not isinstance(kind, str) or not kind:
+        report.problems.append(f"{what}: needs apiVersion group/version and kind, got {api_version!r} and {kind!r}")
+        return None
+    group, version = api_version.split("/", 1)
+    return GroupVersionKind(group, version, kind)
+
+
+def _verdict(predicate: Predicate | None, obj: Object) -> str:
+    if predicate is None:
+        return "not configured"
+    found = jsonpaths.find(obj, predicate.path)
+    return f"{'holds' if holds(predicate, obj) else 'does not hold'} ({predicate.path} = {found or 'nothing'})"
+
+
+def check(config: Configuration, local: Object, remote: Object | None = None) -> Report:
+    """The report for ``local`` (the manager object) and, if given, ``remote`` (the worker's copy)."""
+    report = Report()
+    if not isinstance(local, dict) or not isinstance(local.get("metadata"), dict):
+        report.problems.append("object: not a Kubernetes object (a mapping with metadata)")
+        return report
+    gvk = _gvk_of(local, "object", report)
+    if gvk is None:
+        return report
+    configured = {f.gvk: f.name for f in config.multi_kueue.external_frameworks}
+    if gvk not in configured:
+        names = ", ".join(configured.values()) or "none"
+        report.problems.append(
+            f"object: kind {gvk.kind}.{gvk.version}.{gvk.group} is not in multiKueue.externalFrameworks ({names}); "
+            "the dispatcher would reject its Workload (No multikueue adapter found)"
+        )
+        return report
+    meta = local["metadata"]
+    for required in ("name", "namespace"):
+        if not meta.get(required):
+            report.problems.append(f"object: metadata.{required} is missing")
+    options = config.adapter(gvk)
+    adapter = GenericAdapter(gvk, config.dispatcher.managed_by, options)
+    managed, reason = adapter.is_managed(local)
+    report.add("managedBy", f"{options.managed_by_path}: {'accepted' if managed else 'refused: ' + reason}")
+    if not managed:
+        report.problems.append(f"object: {reason}; its Workload would be Rejected and nothing sent to a worker")
+    for path in options.create.remove:
+        if not jsonpaths.find(local, path):
+            report.problems.append(f"create.remove: {path} matches nothing in this object (a typo?)")
+
+    copy = adapter.build_remote(
+        {**local, "metadata": {**meta, "name": meta.get("name", "?"), "namespace": meta.get("namespace", "?")}},
+        workload_name=f"{gvk.kind.lower()}-{meta.get('name', '?')}",
+        origin=config.multi_kueue.origin,
+    )
+    report.add("worker copy (created on the admitting worker)", copy)
+    report.add("suspended (status sync waits while this holds)", _verdict(options.suspended, local))
+
+    worker = remote if remote is not None else copy
+    spec_patch = adapter.spec_patch(local, worker)
+    against = "the worker object given" if remote is not None else "the copy above"
+    report.add(f"spec sync (merge patch to the worker, against {against})", spec_patch or "nothing to carry")
+    if remote is None:
+        report.add("status mapping", "give the worker object (--worker FILE) to see the status patch")
+        return report
+    remote_gvk = _gvk_of(remote, "worker object", report)
+    if remote_gvk is not None and remote_gvk != gvk:
+        report.problems.append(f"worker object: kind {remote_gvk} differs from the manager object's {gvk}")
+    patch = adapter.status_patch(local, remote)
+    if adapter.suspended(local):
+        report.add("status mapping", "deferred: the manager object is suspended")
+    else:
+        report.add("status mapping (merge patch to the manager's /status)", patch or "already in sync")
+        if patch:
+            report.add("manager status after the patch", apply_merge_patch(local, patch).get("status"))
+    report.add("finished (on the worker object)", _verdict(options.finished, remote))
+    if options.failed is not None:
+        report.add("failed (on the worker object)", _verdict(options.failed, remote))
+    return report
