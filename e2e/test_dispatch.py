@@ -54,6 +54,15 @@ async def _submit(env: Environment, api: dict[str, ApiClient], name: str) -> str
     return wl
 
 
+async def _copied(env: Environment, api: dict[str, ApiClient], wl: str, *workers: str) -> None:
+    for worker in workers:
+        await eventually(
+            lambda w=worker: Objects(api[w], WORKLOADS).get(wl, NAMESPACE),  # type: ignore[misc]
+            timeout=90,
+            what=f"the Workload copied to {worker}\n{env.dispatcher_log()}",
+        )
+
+
 async def _names_on(api: ApiClient, resource: Resource) -> list[str]:
     listed = await k8s_client.CustomObjectsApi(api).list_namespaced_custom_object(
         resource.group, resource.version, NAMESPACE, resource.plural
@@ -95,12 +104,7 @@ async def test_the_example_runs_on_a_worker_and_its_status_comes_back(
     env: Environment, api: dict[str, ApiClient]
 ) -> None:
     wl = await _submit(env, api, "e2e-hello")
-    for worker in ("worker1", "worker2"):
-        await eventually(
-            lambda w=worker: Objects(api[w], WORKLOADS).get(wl, NAMESPACE),  # type: ignore[misc]
-            timeout=90,
-            what=f"the Workload copied to {worker}\n{env.dispatcher_log()}",
-        )
+    await _copied(env, api, wl, "worker1", "worker2")
     if env.plays_kueue:
         await kueue.admit(api["worker1"], wl, NAMESPACE, queue="pipelines")
 
@@ -165,11 +169,7 @@ async def test_a_lost_worker_is_reported_and_runs_go_to_the_other(env: Environme
         )
         assert (_condition(lost, "Active") or {}).get("reason") == "ClientConnectionFailed"
         wl = await _submit(env, api, "e2e-lost")
-        await eventually(
-            lambda: Objects(api["worker1"], WORKLOADS).get(wl, NAMESPACE),
-            timeout=90,
-            what=f"the Workload copied to worker1\n{env.dispatcher_log()}",
-        )
+        await _copied(env, api, wl, "worker1")
         if env.plays_kueue:
             await kueue.admit(api["worker1"], wl, NAMESPACE, queue="pipelines")
         await eventually(
@@ -195,12 +195,7 @@ async def test_a_dispatcher_killed_mid_dispatch_neither_duplicates_nor_loses_the
     env: Environment, api: dict[str, ApiClient]
 ) -> None:
     wl = await _submit(env, api, "e2e-restart")
-    for worker in ("worker1", "worker2"):
-        await eventually(
-            lambda w=worker: Objects(api[w], WORKLOADS).get(wl, NAMESPACE),  # type: ignore[misc]
-            timeout=90,
-            what=f"the Workload copied to {worker}\n{env.dispatcher_log()}",
-        )
+    await _copied(env, api, wl, "worker1", "worker2")
     env.stop_dispatcher(kill=True)
     if env.plays_kueue:  # worker2 admits while no dispatcher runs
         await kueue.admit(api["worker2"], wl, NAMESPACE, queue="pipelines")

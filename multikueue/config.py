@@ -245,10 +245,10 @@ class StatusMapping(_Model):
         return value
 
 
-class Adapter(_Model):
-    """Per-kind behaviour for one ``externalFrameworks`` entry; every default is Kueue's generic adapter."""
+class Adapter(ExternalFramework):
+    """Per-kind behaviour for one ``externalFrameworks`` entry (by ``name``); every default is Kueue's generic
+    adapter."""
 
-    name: str
     managed_by_path: JsonPath = ".spec.managedBy"
     create: CreateTransforms = CreateTransforms()
     spec_sync: tuple[SpecSync, ...] = ()
@@ -258,12 +258,6 @@ class Adapter(_Model):
     failed: Predicate | None = None  # with ``finished``: the Workload finishes as Failed instead of Succeeded
     conflict_policy: Literal["Abort", "Adopt"] = "Abort"
     worker_events: bool = True  # surface the worker's warnings and pending reasons on the manager object
-
-    @field_validator("name")
-    @classmethod
-    def _gvk(cls, value: str) -> str:
-        GroupVersionKind.parse(value)
-        return value
 
     @classmethod
     def defaults(cls, gvk: GroupVersionKind) -> Adapter:
@@ -323,7 +317,7 @@ class Configuration(_Model):
     def adapter(self, gvk: GroupVersionKind) -> Adapter:
         """The options of a configured kind (Kueue's generic behaviour when none are given)."""
         for adapter in self.dispatcher.adapters:
-            if GroupVersionKind.parse(adapter.name) == gvk:
+            if adapter.gvk == gvk:
                 return adapter
         return Adapter.defaults(gvk)
 

@@ -78,6 +78,11 @@ class Scenario:
     async def wait(self, objects: Objects, name: str, until: Any, what: str, timeout: float = 60) -> Any:
         return await eventually(lambda: objects.get(name, self.namespace), until=until, timeout=timeout, what=what)
 
+    async def copied(self, wl_name: str, *workers: str) -> None:
+        """Wait until the Workload's copy is on each worker (both by default)."""
+        for worker in workers or ("worker1", "worker2"):
+            await self.wait(self.workloads(worker), wl_name, lambda w: w is not None, f"copy on {worker}")
+
     async def events(self, name: str) -> list[Any]:
         """The manager's Events about the object ``name`` in this scenario's namespace."""
         listed = await k8s_client.CoreV1Api(self.api["manager"]).list_namespaced_event(self.namespace)

@@ -216,8 +216,7 @@ async def test_a_workers_pending_reason_and_warnings_appear_on_the_manager_objec
     s = scenario
     _, workload = await s.submit("news")
     wl_name = workload["metadata"]["name"]
-    for worker in ("worker1", "worker2"):
-        await s.wait(s.workloads(worker), wl_name, lambda w: w is not None, f"copy on {worker}")
+    await s.copied(wl_name)
     why = "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default, 1 more needed"
     await kueue.pending(s.api["worker2"], wl_name, s.namespace, why)
     await kueue.admit(s.api["worker1"], wl_name, s.namespace)

@@ -129,8 +129,7 @@ async def test_quota_lost_on_the_manager_removes_the_copies(scenario: Scenario) 
     s = scenario
     _, workload = await s.submit("requeued")
     wl_name = workload["metadata"]["name"]
-    for worker in ("worker1", "worker2"):
-        await s.wait(s.workloads(worker), wl_name, lambda w: w is not None, f"copy on {worker}")
+    await s.copied(wl_name)
 
     current = await s.get(s.workloads("manager"), wl_name)
     conditions = [
