@@ -54,6 +54,12 @@ def _build_parser() -> argparse.ArgumentParser:
     check.add_argument("--object", required=True, help="the manager object (YAML or JSON)")
     check.add_argument("--worker", help="the worker's copy as it is now (to see the status mapping and predicates)")
 
+    explain = commands.add_parser("explain", help="why a direct-mode object is where it is (or waits)")
+    explain.add_argument("--kubeconfig", help="kubeconfig of the manager cluster (default: $KUBECONFIG)")
+    explain.add_argument("--context", help="context in --kubeconfig")
+    explain.add_argument("--kind", required=True, help="the kind as configured, e.g. PipelineRun.v1.tekton.dev")
+    explain.add_argument("object", metavar="NAMESPACE/NAME")
+
     demo = commands.add_parser(
         "demo", help="three local clusters, the shipped manifests, and one PipelineRun dispatched end to end"
     )
@@ -165,6 +171,38 @@ def _adapter_check(config_path: str, object_path: str, worker_path: str | None) 
     return 1 if report.problems else 0
 
 
+def _explain(args: argparse.Namespace) -> int:
+    import os
+    from pathlib import Path
+
+    import anyio
+    import yaml
+
+    from multikueue.config import GroupVersionKind
+    from multikueue.dispatch.direct import explain
+    from multikueue.kube.client import api_client_from_kubeconfig
+
+    namespace, _, name = args.object.rpartition("/")
+    if not namespace or not name:
+        print(f"multikueue explain: give the object as NAMESPACE/NAME, got {args.object!r}", file=sys.stderr)
+        return 2
+    try:
+        gvk = GroupVersionKind.parse(args.kind)
+        path = args.kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
+        kubeconfig = yaml.safe_load(Path(path).read_text())
+    except (ValueError, OSError, yaml.YAMLError) as e:
+        print(f"multikueue explain: {e}", file=sys.stderr)
+        return 2
+
+    async def main() -> int:
+        async with await api_client_from_kubeconfig(kubeconfig, context=args.context) as api:
+            text, found = await explain(api, gvk, namespace, name)
+        print(text)
+        return 0 if found else 1
+
+    return anyio.run(main)
+
+
 def _run(args: argparse.Namespace) -> int:
     import os
     import socket
@@ -269,6 +307,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _run(args)
         if args.command == "adapter" and args.adapter_command == "check":
             return _adapter_check(args.config, args.object, args.worker)
+        if args.command == "explain":
+            return _explain(args)
         if args.command == "demo":
             from multikueue import demo as demo_module
 

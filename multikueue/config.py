@@ -245,6 +245,28 @@ class StatusMapping(_Model):
         return value
 
 
+def _selector(value: Any) -> str:
+    from multikueue.selectors import parse
+
+    if not isinstance(value, str):
+        raise ValueError(f"must be a label selector string such as 'tier=cloud', got {value!r}")
+    parse(value)
+    return value
+
+
+LabelSelector = Annotated[str, BeforeValidator(_selector)]
+"""A label selector in its string form (``tier=cloud,region in (eu,us)``)."""
+
+
+class Placement(_Model):
+    """Direct mode: how this controller picks a worker itself (no Workload, no race)."""
+
+    worker_selector: LabelSelector = ""  # on the MultiKueueCluster's labels
+    tiers: tuple[LabelSelector, ...] = ()  # spill-over order: a later tier only when no worker of an earlier fits
+    max_per_worker: int | None = Field(default=None, ge=1)  # objects of this kind running at once per worker
+    lost_worker_policy: Literal["AtLeastOnce", "AtMostOnce"] = "AtLeastOnce"
+
+
 class Adapter(ExternalFramework):
     """Per-kind behaviour for one ``externalFrameworks`` entry (by ``name``); every default is Kueue's generic
     adapter."""
@@ -258,6 +280,9 @@ class Adapter(ExternalFramework):
     failed: Predicate | None = None  # with ``finished``: the Workload finishes as Failed instead of Succeeded
     conflict_policy: Literal["Abort", "Adopt"] = "Abort"
     worker_events: bool = True  # surface the worker's warnings and pending reasons on the manager object
+    # Kueue: a Workload and MultiKueue's race decide (the default); Direct: no Workload, this controller places it.
+    mode: Literal["Kueue", "Direct"] = "Kueue"
+    placement: Placement = Placement()
 
     @classmethod
     def defaults(cls, gvk: GroupVersionKind) -> Adapter:

@@ -11,3 +11,14 @@ ORIGIN_ANNOTATION = "multikueue.x-k8s.io/origin"
 
 MANAGER_UID_ANNOTATION = "multikueue.x-k8s.io/manager-uid"
 """On a worker object: the UID of the manager object it copies; with the origin, what ``Adopt`` requires."""
+
+# Direct mode: the placement is written on the manager object before anything is created on a worker, so a
+# restart at any point finds it and neither loses nor duplicates the run.
+PLACEMENT_WORKER = "multikueue.x-k8s.io/worker"
+"""On a direct-mode manager object: the worker it was placed on."""
+
+PLACEMENT_PHASE = "multikueue.x-k8s.io/phase"
+"""On a direct-mode manager object: ``Placed``, then ``Finished`` or ``Failed``."""
+
+PLACEMENT_AVOID = "multikueue.x-k8s.io/avoid"
+"""On a direct-mode manager object: JSON map of workers not to use again, with why (lost there, refused it)."""

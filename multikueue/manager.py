@@ -17,13 +17,22 @@ from kubernetes_asyncio.leaderelection.leaderelection import LeaderElection
 from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
 from multikueue.clusters.admissioncheck import AdmissionCheckReconciler
+from multikueue.clusters.connections import KindUnavailable, discover_resource
 from multikueue.clusters.reconciler import ClusterReconciler
 from multikueue.config import ConfigError, Configuration, GroupVersionKind, parse_configuration
+from multikueue.dispatch.direct import DirectKey, DirectReconciler
 from multikueue.dispatch.reconciler import WorkloadReconciler
 from multikueue.kube import events
 from multikueue.kube.client import ApiClient
 from multikueue.kube.listwatch import ApiListSource
-from multikueue.kube.resources import ADMISSION_CHECKS, MULTIKUEUE_CLUSTERS, MULTIKUEUE_CONFIGS, WORKLOADS, Objects
+from multikueue.kube.resources import (
+    ADMISSION_CHECKS,
+    MULTIKUEUE_CLUSTERS,
+    MULTIKUEUE_CONFIGS,
+    WORKLOADS,
+    Objects,
+    Resource,
+)
 from multikueue.metrics import Metrics, http_app, serve
 from multikueue.runtime.controller import Controller
 from multikueue.runtime.informer import DELETED, Informer, ObjectKey
@@ -98,6 +107,7 @@ class Manager:
         self.started = anyio.Event()
         self.cluster_reconciler: ClusterReconciler | None = None
         self.workload_reconciler: WorkloadReconciler | None = None
+        self.direct_reconciler: DirectReconciler | None = None
 
     async def run(self) -> None:
         """Run the controllers; with a ``config_source``, restart them whenever a valid new configuration appears.
@@ -186,6 +196,33 @@ class Manager:
         def on_remote(cluster: str, key: ObjectKey) -> None:
             workload_controller.queue.add_after(key, batch)  # bursts from workers coalesce over the batch period
 
+        # Direct mode: per kind, the manager's objects are watched and placed by this controller itself.
+        direct_controller: Controller[DirectKey] = Controller(
+            "multikueue_direct", self._reconcile_direct, concurrency=config.dispatcher.concurrency, observe=self.metrics
+        )
+        direct_kinds: dict[GroupVersionKind, tuple[Informer, Resource]] = {}
+        for gvk in config.multi_kueue.gvks:
+            if config.adapter(gvk).mode != "Direct":
+                continue
+            try:
+                resource = await discover_resource(api, gvk)
+            except (KindUnavailable, k8s_client.ApiException) as e:
+                log.error("direct-mode kind not served by the manager; not dispatched", kind=str(gvk), error=str(e))
+                continue
+
+            def on_direct(kind: str, obj: Object, gvk: GroupVersionKind = gvk) -> None:
+                if kind == DELETED and self.direct_reconciler is not None:
+                    self.direct_reconciler.forget_deleted(gvk, obj)
+                direct_controller.enqueue((gvk, ObjectKey.of(obj)))
+
+            direct_kinds[gvk] = (Informer(Objects(api, resource).source(), on_event=on_direct), resource)
+
+        def on_remote_object(cluster: str, gvk: GroupVersionKind, key: ObjectKey) -> None:
+            if gvk in direct_kinds:
+                direct_controller.queue.add_after((gvk, key), batch)
+
+        self.direct_controller = direct_controller
+
         check_controller: Controller[str] = Controller(
             "multikueue_admissioncheck", self._reconcile_check, observe=self.metrics
         )
@@ -236,6 +273,7 @@ class Manager:
                     tg,
                     on_connection_change=self._connection_changed,
                     on_remote_event=on_remote,
+                    on_remote_object=on_remote_object,
                     temp_dir=self.temp_dir,
                     metrics=self.metrics,
                 )
@@ -250,10 +288,22 @@ class Manager:
                     {},  # manager-side resources are discovered on first use
                     self.metrics,
                 )
-                for informer in informers:
+                self.direct_reconciler = DirectReconciler(
+                    config,
+                    api,
+                    direct_kinds,
+                    clusters,
+                    lambda: self.cluster_reconciler.connections if self.cluster_reconciler else {},
+                    direct_controller.enqueue,
+                    self.metrics,
+                )
+                everything = (*informers, *(informer for informer, _ in direct_kinds.values()))
+                for informer in everything:
                     tg.start_soon(informer.run)
-                for informer in informers:
+                for informer in everything:
                     await informer.synced.wait()
+                if direct_kinds:
+                    tg.start_soon(direct_controller.run)
                 tg.start_soon(cluster_controller.run)
                 tg.start_soon(check_controller.run)
                 tg.start_soon(workload_controller.run)
@@ -331,6 +381,10 @@ class Manager:
         if self._was_connected.get(name) == state:
             return
         self._was_connected[name] = state
+        if self.direct_reconciler is not None:  # and at every direct-mode object
+            for gvk, (informer, _) in self.direct_reconciler.kinds.items():
+                for obj in informer.items():
+                    self.direct_controller.enqueue((gvk, ObjectKey.of(obj)))
         if self.workload_reconciler is not None:  # a worker (or a kind on it) came or went: look at every Workload
             for workload in self.workload_reconciler.workloads.items():
                 self.workload_controller.enqueue(ObjectKey.of(workload))
@@ -338,15 +392,21 @@ class Manager:
     async def _collect_garbage_forever(self) -> None:
         while True:
             await anyio.sleep(self.config.multi_kueue.gc_interval)
-            if self.workload_reconciler is not None:
+            for reconciler in (self.workload_reconciler, self.direct_reconciler):
+                if reconciler is None:
+                    continue
                 try:
-                    await self.workload_reconciler.collect_garbage()
+                    await reconciler.collect_garbage()
                 except Exception as e:
                     log.warning("garbage collection failed", error=f"{type(e).__name__}: {e}")
 
     async def _reconcile_workload(self, key: ObjectKey) -> Any:
         assert self.workload_reconciler is not None
         return await self.workload_reconciler.reconcile(key)
+
+    async def _reconcile_direct(self, key: DirectKey) -> Any:
+        assert self.direct_reconciler is not None
+        return await self.direct_reconciler.reconcile(key)
 
     async def _reconcile_cluster(self, name: str) -> Any:
         assert self.cluster_reconciler is not None

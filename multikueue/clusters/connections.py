@@ -35,6 +35,8 @@ log = structlog.get_logger(__name__)
 
 Object = dict[str, Any]
 RemoteEventHandler = Callable[[str, ObjectKey], None]  # (worker, the manager Workload the change concerns)
+# (worker, kind, the manager object a direct-mode copy mirrors: same namespace and name)
+RemoteObjectHandler = Callable[[str, GroupVersionKind, ObjectKey], None]
 
 
 def retry_after(failed_attempts: int) -> float:
@@ -83,6 +85,7 @@ class WorkerConnection:
         burst: int = 100,
         on_state_change: Callable[[], None],
         on_remote_event: RemoteEventHandler | None = None,
+        on_remote_object: RemoteObjectHandler | None = None,
         on_api_error: Callable[[str], None] | None = None,
         temp_dir: Path | None = None,
         watch_warnings: bool = True,
@@ -100,6 +103,7 @@ class WorkerConnection:
         self.limiter = rate_limit(qps, burst)  # one bucket per worker, shared by every call to it
         self.on_state_change = on_state_change
         self.on_remote_event = on_remote_event
+        self.on_remote_object = on_remote_object
         self.temp_dir = temp_dir
         self.on_api_error = on_api_error
         # When each worker object's latest change was seen, for the status-sync lag metric.
@@ -266,7 +270,7 @@ class WorkerConnection:
             self.resources[gvk] = resource
             informer = Informer(
                 Objects(self.api, resource).source(label_selector=self.selector),
-                on_event=self._event_handler(workloads=False),
+                on_event=self._event_handler(workloads=False, gvk=gvk),
             )
             self.objects[gvk] = informer
 
@@ -292,7 +296,7 @@ class WorkerConnection:
         self.last_error = error
         self.next_attempt_at = time.monotonic() + retry_after(self.attempts)
 
-    def _event_handler(self, *, workloads: bool) -> Callable[[str, Object], None]:
+    def _event_handler(self, *, workloads: bool, gvk: GroupVersionKind | None = None) -> Callable[[str, Object], None]:
         """Map a worker change to the manager Workload it concerns: a Workload copy has the same name; an object
         names its Workload in the prebuilt-workload annotation (or label)."""
 
@@ -312,6 +316,8 @@ class WorkerConnection:
                 )
             if name and self.on_remote_event is not None:
                 self.on_remote_event(self.name, ObjectKey(namespace, name))
+            elif not name and gvk is not None and self.on_remote_object is not None:  # a direct-mode copy
+                self.on_remote_object(self.name, gvk, ObjectKey(namespace, meta.get("name", "")))
 
         return handle
 

@@ -51,6 +51,7 @@ class ClusterReconciler:
         *,
         on_connection_change: Any,
         on_remote_event: Any = None,
+        on_remote_object: Any = None,
         temp_dir: Path | None = None,
         metrics: Metrics | None = None,
     ) -> None:
@@ -62,6 +63,7 @@ class ClusterReconciler:
         self.task_group = task_group
         self.on_connection_change = on_connection_change
         self.on_remote_event = on_remote_event
+        self.on_remote_object = on_remote_object
         self.temp_dir = temp_dir
         self.metrics = metrics
         self.connections: dict[str, WorkerConnection] = {}
@@ -98,6 +100,7 @@ class ClusterReconciler:
                 burst=self.config.dispatcher.worker_client.burst,
                 on_state_change=lambda: self.on_connection_change(name),
                 on_remote_event=self.on_remote_event,
+                on_remote_object=self.on_remote_object,
                 on_api_error=self._api_error_counter(name),
                 temp_dir=self.temp_dir,
                 watch_warnings=any(self.config.adapter(g).worker_events for g in self.config.multi_kueue.gvks),

@@ -47,7 +47,8 @@ class GenericAdapter:
         shown = "" if value is None else value
         return False, f'Expecting {path} to be "{self.managed_by}" not "{shown}"'
 
-    def build_remote(self, local: Object, *, workload_name: str, origin: str) -> Object:
+    def build_remote(self, local: Object, *, workload_name: str | None, origin: str) -> Object:
+        """The worker copy; ``workload_name`` is the prebuilt Workload's (None in direct mode: no Workload)."""
         meta = local["metadata"]
         # What a copy may carry: labels, annotations and spec; the create transforms work on exactly that.
         body: Object = {
@@ -65,11 +66,12 @@ class GenericAdapter:
             body = jsonpaths.set_value(body, setting.path, setting.value)
         annotations = {
             **(body["metadata"].get("annotations") or {}),
-            PREBUILT_WORKLOAD: workload_name,
             # Proof of authorship that survives a lost label: what the Adopt conflict policy checks.
             ORIGIN_ANNOTATION: origin,
             MANAGER_UID_ANNOTATION: meta.get("uid", ""),
         }
+        if workload_name is not None:
+            annotations[PREBUILT_WORKLOAD] = workload_name
         return {
             "apiVersion": self.gvk.api_version,
             "kind": self.gvk.kind,

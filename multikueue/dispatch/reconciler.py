@@ -111,6 +111,10 @@ class WorkloadReconciler:
                 what = f' for owner kind "{owner[0]}"' if owner else ""
                 await self._set_check(local, check_name, wl.REJECTED, f"No multikueue adapter found{what}")
             return Result()
+        if adapter.options.mode == "Direct" and not deleted:
+            message = f"{adapter.gvk.kind} is dispatched in Direct mode by this controller, without a Workload"
+            await self._set_check(local, check_name, wl.REJECTED, message)
+            return Result()
         job_key = ObjectKey(key.namespace, owner[1])
         job: Object | None = None
         if not deleted:

@@ -18,8 +18,9 @@ from kubernetes_asyncio import client as k8s_client
 
 from multikueue.config import parse_configuration
 from multikueue.kube.client import ApiClient
-from multikueue.kube.resources import WORKLOADS, Objects, Resource
+from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects, Resource
 from multikueue.manager import Manager
+from multikueue.runtime.informer import ObjectKey
 from multikueue.testing import TestBed, kueue
 from multikueue.testing.objects import pipelinerun
 from multikueue.testing.waiting import eventually, wait_until
@@ -77,6 +78,20 @@ class Scenario:
 
     async def wait(self, objects: Objects, name: str, until: Any, what: str, timeout: float = 60) -> Any:
         return await eventually(lambda: objects.get(name, self.namespace), until=until, timeout=timeout, what=what)
+
+    async def label(self, worker: str, **labels: str) -> None:
+        """Label a worker's MultiKueueCluster and wait until the controller's cache has it."""
+        name = self.names[worker]
+        await Objects(self.api["manager"], MULTIKUEUE_CLUSTERS).patch(name, {"metadata": {"labels": labels}})
+        assert self.manager is not None
+        assert self.manager.cluster_reconciler is not None
+        clusters = self.manager.cluster_reconciler.clusters
+
+        def seen() -> bool:
+            cluster = clusters.get(ObjectKey("", name)) or {}
+            return labels.items() <= ((cluster.get("metadata") or {}).get("labels") or {}).items()
+
+        await wait_until(seen, what=f"{worker} labelled {labels}")
 
     async def copied(self, wl_name: str, *workers: str) -> None:
         """Wait until the Workload's copy is on each worker (both by default)."""
@@ -170,6 +185,10 @@ async def scenario(
         yield s
         tg.cancel_scope.cancel()
     await kueue.multikueue_teardown(manager_api, s.names)
+    # Nothing deletes namespaces here (no controller-manager): the test's PipelineRuns on the manager would stay,
+    # and a later test's controller would find direct-mode ones placed on workers that no longer exist.
+    runs = k8s_client.CustomObjectsApi(manager_api)
+    await runs.delete_collection_namespaced_custom_object("tekton.dev", "v1", namespace, "pipelineruns")
 
 
 @pytest.fixture

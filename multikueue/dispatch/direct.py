@@ -1,0 +1,365 @@
+"""Direct mode: objects of a kind placed on a worker by this controller, with no Workload and no race.
+
+Per object (level-triggered, keyed by kind and namespace/name):
+
+1. Not placed yet: decide a worker (``placement.decide``), write the decision on the manager object
+   (``multikueue.x-k8s.io/worker`` and ``.../phase: Placed`` annotations, resourceVersion-guarded) *before*
+   creating anything, so a restart at any point finds it: no duplicate, no lost run. No worker fits: the object
+   waits, and its ``MultiKueuePlacement`` condition and an Event say why, worker by worker.
+2. Placed: create the copy there (the kind's adapter options apply), carry ``specSync`` fields, mirror its status
+   (keeping this controller's condition), and once the kind's ``finished`` predicate holds with the final status
+   mirrored, mark the object ``Finished`` (or ``Failed``) and delete the copy.
+3. The worker lost past ``workerLostTimeout``: ``AtLeastOnce`` places the object again elsewhere and remembers to
+   avoid the lost worker (its stale copy is deleted when it returns); ``AtMostOnce`` marks it ``Failed`` and never
+   starts a second copy of a run that may have started. A worker that refuses the copy (400/403/422) is avoided
+   the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from typing import Any
+
+import anyio
+import structlog
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from multikueue.clusters.connections import WorkerConnection
+from multikueue.config import Configuration, GroupVersionKind
+from multikueue.dispatch.adapter import GenericAdapter
+from multikueue.dispatch.placement import WORKER_SELECTOR_ANNOTATION, WorkerView, decide
+from multikueue.kube import events
+from multikueue.kube.client import ApiClient
+from multikueue.kube.conditions import find, same_state, set_condition
+from multikueue.kube.resources import Objects, Resource
+from multikueue.labels import ORIGIN_LABEL, PLACEMENT_AVOID, PLACEMENT_PHASE, PLACEMENT_WORKER
+from multikueue.metrics import Metrics
+from multikueue.runtime.controller import Result
+from multikueue.runtime.informer import Informer, ObjectKey
+
+log = structlog.get_logger(__name__)
+Object = dict[str, Any]
+DirectKey = tuple[GroupVersionKind, ObjectKey]
+CONDITION = "MultiKueuePlacement"
+PLACED, FINISHED, FAILED = "Placed", "Finished", "Failed"
+
+
+def notes_of(obj: Object) -> dict[str, str]:
+    return dict(obj["metadata"].get("annotations") or {})
+
+
+def avoided(obj: Object) -> dict[str, str]:
+    try:
+        value = json.loads(notes_of(obj).get(PLACEMENT_AVOID) or "{}")
+    except ValueError:
+        return {}
+    return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+class DirectReconciler:
+    def __init__(
+        self,
+        config: Configuration,
+        api: ApiClient,
+        kinds: dict[GroupVersionKind, tuple[Informer, Resource]],
+        clusters: Informer,
+        connections: Callable[[], dict[str, WorkerConnection]],
+        enqueue: Callable[[DirectKey], None],
+        metrics: Metrics | None = None,
+    ) -> None:
+        self.config = config
+        self.api = api
+        self.kinds = kinds
+        self.clusters = clusters
+        self.connections = connections
+        self.enqueue = enqueue
+        self.metrics = metrics
+        self.origin = config.multi_kueue.origin
+        self.adapters = {g: GenericAdapter(g, config.dispatcher.managed_by, config.adapter(g)) for g in kinds}
+        self.deleted: dict[DirectKey, Object] = {}
+        self.waiting: dict[GroupVersionKind, set[ObjectKey]] = {g: set() for g in kinds}
+        self.started_at = time.monotonic()
+        self._placing = anyio.Lock()  # one decision at a time: each sees the loads the previous one wrote
+
+    def forget_deleted(self, gvk: GroupVersionKind, obj: Object) -> None:
+        self.deleted[(gvk, ObjectKey.of(obj))] = obj
+
+    def wake(self, gvk: GroupVersionKind) -> None:
+        """Capacity freed or a worker changed: the objects waiting for a worker get another look."""
+        for key in list(self.waiting.get(gvk, ())):
+            self.enqueue((gvk, key))
+
+    # ------------------------------------------------------------------------------------------ entry
+
+    async def reconcile(self, key: DirectKey) -> Result:
+        gvk, okey = key
+        informer, _ = self.kinds[gvk]
+        adapter = self.adapters[gvk]
+        obj = informer.get(okey)
+        if obj is None or obj["metadata"].get("deletionTimestamp"):
+            last = obj or self.deleted.get(key)
+            if last is not None:
+                await self._remove_copies(gvk, okey, last)
+            self.deleted.pop(key, None)
+            self.waiting[gvk].discard(okey)
+            self.wake(gvk)
+            return Result()
+        if not adapter.is_managed(obj)[0]:
+            return Result()  # not handed to this controller
+        phase, worker = notes_of(obj).get(PLACEMENT_PHASE), notes_of(obj).get(PLACEMENT_WORKER)
+        if phase in (FINISHED, FAILED):
+            await self._remove_copies(gvk, okey, obj)
+            return Result()
+        if not worker:
+            return await self._place(gvk, okey, adapter)
+        await self._remove_copies(gvk, okey, obj, keep=worker)  # stale copies on workers it was moved away from
+        connection = self.connections().get(worker)
+        if connection is None or not connection.connected:
+            return await self._worker_unavailable(gvk, obj, adapter, worker, connection)
+        return await self._sync(gvk, obj, adapter, worker, connection)
+
+    # -------------------------------------------------------------------------------------- the steps
+
+    async def _place(self, gvk: GroupVersionKind, okey: ObjectKey, adapter: GenericAdapter) -> Result:
+        informer, _ = self.kinds[gvk]
+        async with self._placing:
+            obj = informer.get(okey)
+            if obj is None or notes_of(obj).get(PLACEMENT_WORKER):
+                return Result(requeue_after=0.0)  # deleted or placed meanwhile: look again
+            decision = decide(
+                adapter.options.placement,
+                self._worker_views(gvk),
+                object_selector=notes_of(obj).get(WORKER_SELECTOR_ANNOTATION),
+                avoid=avoided(obj),
+            )
+            if decision.worker is None:
+                self.waiting[gvk].add(okey)
+                await self._tell(gvk, obj, "False", "NoWorkerFits", decision.message, event_type="Warning")
+                return Result()  # woken when capacity frees or a worker changes
+            obj = await self._annotate(gvk, obj, {PLACEMENT_WORKER: decision.worker, PLACEMENT_PHASE: PLACED})
+        self.waiting[gvk].discard(okey)
+        log.info("object placed", kind=gvk.kind, object=str(okey), worker=decision.worker)
+        await self._tell(gvk, obj, "True", PLACED, decision.message)
+        return Result(requeue_after=0.0)  # the next pass creates the copy
+
+    async def _sync(
+        self, gvk: GroupVersionKind, obj: Object, adapter: GenericAdapter, worker: str, connection: WorkerConnection
+    ) -> Result:
+        okey = ObjectKey.of(obj)
+        resource = connection.resources.get(gvk)
+        if resource is None or connection.api is None:
+            reason = connection.kind_errors.get(gvk, "not discovered yet")
+            raise LookupError(f"{gvk.kind} is unavailable on worker {worker}: {reason}")
+        remote_api = Objects(connection.api, resource)
+        informer = connection.objects.get(gvk)
+        remote = informer.get(okey) if informer else None
+        if remote is None:
+            body = adapter.build_remote(obj, workload_name=None, origin=self.origin)
+            try:
+                await remote_api.create(body, okey.namespace)
+            except ApiException as e:
+                if e.status in (400, 403, 422):  # the worker refuses this object: place it elsewhere
+                    return await self._move_away(gvk, obj, worker, f"refused it: HTTP {e.status}: {e.reason}")
+                if e.status != 409:
+                    raise
+                remote = await remote_api.get(okey.name, okey.namespace)
+            else:
+                log.info("object created on worker", cluster=worker, kind=gvk.kind, object=str(okey))
+                if self.metrics is not None:
+                    self.metrics.objects_dispatched.labels(gvk.kind, worker).inc()
+                return Result()
+            if remote is None:
+                return Result(requeue_after=0.0)
+        if (remote["metadata"].get("labels") or {}).get(ORIGIN_LABEL) != self.origin:
+            if not adapter.adoptable(remote, obj, self.origin):
+                message = (f"{gvk.kind} {okey} on worker {worker} was not created by this manager "
+                           f"(label {ORIGIN_LABEL} is not {self.origin!r}); it is left untouched")  # fmt: skip
+                await self._tell(gvk, obj, "False", "Conflict", message, event_type="Warning")
+                raise RuntimeError(message)
+            patch = {"metadata": {"labels": {ORIGIN_LABEL: self.origin},
+                                  "resourceVersion": remote["metadata"]["resourceVersion"]}}  # fmt: skip
+            remote = await remote_api.patch(okey.name, patch, okey.namespace)
+        spec_patch = adapter.spec_patch(obj, remote)
+        if spec_patch is not None:
+            await remote_api.patch(okey.name, spec_patch, okey.namespace)
+        in_sync = await self._mirror(gvk, obj, adapter, remote)
+        done = adapter.finished(remote) if in_sync else None
+        if done is not None:
+            phase = FAILED if done[0] == "Failed" else FINISHED
+            await self._annotate(gvk, obj, {PLACEMENT_PHASE: phase})
+            log.info("object finished", cluster=worker, kind=gvk.kind, object=str(okey), phase=phase)
+            if self.metrics is not None:
+                self.metrics.objects_finished.labels(gvk.kind, worker, done[0]).inc()
+            self.wake(gvk)
+            return Result(requeue_after=0.0)  # the next pass deletes the copy
+        return Result()
+
+    async def _mirror(self, gvk: GroupVersionKind, obj: Object, adapter: GenericAdapter, remote: Object) -> bool:
+        """The worker's status on the manager object, with this controller's own condition kept."""
+        if adapter.suspended(obj) or "status" not in remote:
+            return False
+        ours = [c for c in ((obj.get("status") or {}).get("conditions") or []) if c.get("type") == CONDITION]
+        view = {**remote, "status": dict(remote["status"])}
+        theirs = [c for c in view["status"].get("conditions") or [] if c.get("type") != CONDITION]
+        if ours or theirs:
+            view["status"]["conditions"] = theirs + ours
+        patch = adapter.status_patch(obj, view)
+        if patch is not None:
+            _, resource = self.kinds[gvk]
+            await Objects(self.api, resource).patch_status(obj["metadata"]["name"], patch, obj["metadata"]["namespace"])
+        return True
+
+    async def _worker_unavailable(
+        self,
+        gvk: GroupVersionKind,
+        obj: Object,
+        adapter: GenericAdapter,
+        worker: str,
+        connection: WorkerConnection | None,
+    ) -> Result:
+        lost_since = connection.disconnected_since if connection is not None else self.started_at
+        elapsed = time.monotonic() - (lost_since if lost_since is not None else time.monotonic())
+        timeout = self.config.multi_kueue.worker_lost_timeout
+        if elapsed < timeout:
+            return Result(requeue_after=timeout - elapsed)
+        if adapter.options.placement.lost_worker_policy == "AtMostOnce":
+            message = (f"worker {worker} unreachable for more than {timeout:g}s; AtMostOnce: the run may have "
+                       "started there, so it is not started elsewhere")  # fmt: skip
+            obj = await self._annotate(gvk, obj, {PLACEMENT_PHASE: FAILED})
+            await self._tell(gvk, obj, "False", "WorkerLost", message, event_type="Warning")
+            self.wake(gvk)
+            return Result()
+        return await self._move_away(gvk, obj, worker, f"lost there (unreachable for more than {timeout:g}s)")
+
+    async def _move_away(self, gvk: GroupVersionKind, obj: Object, worker: str, why: str) -> Result:
+        """Forget the placement and never use ``worker`` again for this object; the next pass places it anew."""
+        avoid = {**avoided(obj), worker: why}
+        obj = await self._annotate(
+            gvk, obj, {PLACEMENT_WORKER: None, PLACEMENT_PHASE: None, PLACEMENT_AVOID: json.dumps(avoid)}
+        )
+        message = f"worker {worker} {why}; placing it again elsewhere"
+        log.warning("object moved away from worker", kind=gvk.kind, object=str(ObjectKey.of(obj)), worker=worker)
+        await self._tell(gvk, obj, "False", "Redispatching", message, event_type="Warning")
+        if self.metrics is not None:
+            self.metrics.objects_redispatched.labels(gvk.kind, worker).inc()
+        self.wake(gvk)
+        return Result(requeue_after=0.0)
+
+    async def _remove_copies(
+        self, gvk: GroupVersionKind, okey: ObjectKey, obj: Object, keep: str | None = None
+    ) -> None:
+        """Delete this origin's copies on the workers the object was placed on, except ``keep``."""
+        named = {notes_of(obj).get(PLACEMENT_WORKER), *avoided(obj)} - {None, keep}
+        for worker in sorted(w for w in named if w):
+            connection = self.connections().get(worker)
+            if connection is None or not connection.connected or connection.api is None:
+                continue  # the garbage collector deletes it once the worker is back
+            informer = connection.objects.get(gvk)
+            remote = informer.get(okey) if informer else None
+            if remote is not None and not remote["metadata"].get("deletionTimestamp"):
+                await Objects(connection.api, connection.resources[gvk]).delete(okey.name, okey.namespace)
+                log.info("copy deleted on worker", cluster=worker, kind=gvk.kind, object=str(okey))
+
+    async def collect_garbage(self) -> None:
+        """Copies on workers whose manager object is gone, finished, or placed elsewhere."""
+        for worker, connection in list(self.connections().items()):
+            if not connection.connected or connection.api is None:
+                continue
+            for gvk in self.kinds:
+                informer = connection.objects.get(gvk)
+                for remote in informer.items() if informer else []:
+                    okey = ObjectKey.of(remote)
+                    obj = self.kinds[gvk][0].get(okey)
+                    wanted = (
+                        obj is not None
+                        and notes_of(obj).get(PLACEMENT_WORKER) == worker
+                        and notes_of(obj).get(PLACEMENT_PHASE) not in (FINISHED, FAILED)
+                    )
+                    if not wanted and not remote["metadata"].get("deletionTimestamp"):
+                        await Objects(connection.api, connection.resources[gvk]).delete(okey.name, okey.namespace)
+                        log.info("orphan copy deleted", cluster=worker, kind=gvk.kind, object=str(okey))
+
+    # ------------------------------------------------------------------------------------- helpers
+
+    def _worker_views(self, gvk: GroupVersionKind) -> list[WorkerView]:
+        informer, _ = self.kinds[gvk]
+        running: dict[str, int] = {}
+        for obj in informer.items():
+            notes = notes_of(obj)
+            if notes.get(PLACEMENT_PHASE) == PLACED and notes.get(PLACEMENT_WORKER):
+                running[notes[PLACEMENT_WORKER]] = running.get(notes[PLACEMENT_WORKER], 0) + 1
+        connections = self.connections()
+        views = []
+        for cluster in self.clusters.items():
+            name = cluster["metadata"]["name"]
+            connection = connections.get(name)
+            views.append(
+                WorkerView(
+                    name,
+                    dict(cluster["metadata"].get("labels") or {}),
+                    connected=connection is not None and connection.connected,
+                    serves_kind=connection is not None and gvk in connection.resources,
+                    running=running.get(name, 0),
+                )
+            )
+        return views
+
+    async def _annotate(self, gvk: GroupVersionKind, obj: Object, changes: dict[str, str | None]) -> Object:
+        """A resourceVersion-guarded merge patch of annotations; the cache gets the result at once, so the next
+        decision counts it."""
+        informer, resource = self.kinds[gvk]
+        meta = obj["metadata"]
+        patch = {"metadata": {"annotations": changes, "resourceVersion": meta["resourceVersion"]}}
+        updated = await Objects(self.api, resource).patch(meta["name"], patch, meta["namespace"])
+        informer.store[ObjectKey.of(updated)] = updated
+        return updated
+
+    async def _tell(
+        self, gvk: GroupVersionKind, obj: Object, status: str, reason: str, message: str, *, event_type: str = "Normal"
+    ) -> None:
+        """The ``MultiKueuePlacement`` condition on the manager object and an Event, when either changed."""
+        current = (obj.get("status") or {}).get("conditions") or []
+        condition = {"type": CONDITION, "status": status, "reason": reason, "message": message[:32768]}
+        if same_state(find(current, CONDITION), condition):
+            return
+        informer, resource = self.kinds[gvk]
+        meta = obj["metadata"]
+        patch = {"metadata": {"resourceVersion": meta["resourceVersion"]},
+                 "status": {"conditions": set_condition(current, condition)}}  # fmt: skip
+        updated = await Objects(self.api, resource).patch_status(meta["name"], patch, meta["namespace"])
+        informer.store[ObjectKey.of(updated)] = updated
+        target = {**obj, "apiVersion": gvk.api_version, "kind": gvk.kind}
+        await events.record(self.api, target, type_=event_type, reason=reason, message=message,
+                            component=self.config.dispatcher.controller_name)  # fmt: skip
+
+
+async def explain(api: ApiClient, gvk: GroupVersionKind, namespace: str, name: str) -> tuple[str, bool]:
+    """The placement record of one object, as ``multikueue explain`` prints it; (text, whether it was found)."""
+    from multikueue.clusters.connections import KindUnavailable, discover_resource
+
+    try:
+        resource = await discover_resource(api, gvk)
+    except KindUnavailable as e:
+        return f"{gvk.kind}.{gvk.version}.{gvk.group}: {e} on this cluster", False
+    obj = await Objects(api, resource).get(name, namespace)
+    if obj is None:
+        return f"{gvk.kind} {namespace}/{name} not found", False
+    notes = notes_of(obj)
+    lines = [
+        f"{gvk.kind} {namespace}/{name}",
+        f"  worker: {notes.get(PLACEMENT_WORKER) or '(none)'}    phase: {notes.get(PLACEMENT_PHASE) or '(not placed)'}",
+    ]
+    for worker, why in avoided(obj).items():
+        lines.append(f"  avoided: {worker}: {why}")
+    condition = find((obj.get("status") or {}).get("conditions"), CONDITION)
+    if condition is None:
+        lines.append(f"  {CONDITION}: not set (not a direct-mode object, or not looked at yet)")
+    else:
+        head, *verdicts = str(condition.get("message", "")).split("; ")
+        lines.append(f"  {CONDITION}: {condition.get('status')} {condition.get('reason')} "
+                     f"(since {condition.get('lastTransitionTime')})")  # fmt: skip
+        lines.append(f"    {head}")
+        lines.extend(f"    {verdict}" for verdict in verdicts)
+    return "\n".join(lines), True

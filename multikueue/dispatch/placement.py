@@ -1,0 +1,115 @@
+"""Direct-mode placement: which worker runs an object, and why, as a pure function of what is known now.
+
+Filters, in order, each naming its reason when it rejects a worker: connected; serves the kind; not a worker
+this object was lost on or failed on; the kind's ``workerSelector`` and the object's
+``multikueue.x-k8s.io/worker-selector`` annotation match the MultiKueueCluster's labels; below the per-worker
+limit. Among the survivors of the first spill-over tier that has any, the least loaded wins (load / limit when a
+limit is set, else the count), ties broken by name. The explanation lists every worker with its verdict.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from multikueue.config import Placement
+from multikueue.selectors import Selector, parse
+
+WORKER_SELECTOR_ANNOTATION = "multikueue.x-k8s.io/worker-selector"
+
+
+@dataclass(frozen=True)
+class WorkerView:
+    name: str
+    labels: dict[str, str]
+    connected: bool
+    serves_kind: bool
+    running: int  # objects of this kind placed there and not finished
+
+
+@dataclass(frozen=True)
+class Verdict:
+    worker: str
+    fits: bool
+    reason: str
+    score: float | None = None
+    tier: int | None = None
+
+    def __str__(self) -> str:
+        if not self.fits:
+            return f"{self.worker}: rejected: {self.reason}"
+        tier = f", tier {self.tier + 1}" if self.tier is not None else ""
+        return f"{self.worker}: fits ({self.reason}, score {self.score:.2f}{tier})"
+
+
+@dataclass(frozen=True)
+class Decision:
+    worker: str | None
+    verdicts: tuple[Verdict, ...] = field(default_factory=tuple)
+    problem: str | None = None  # an unreadable selector on the object
+
+    @property
+    def message(self) -> str:
+        head = f"placed on {self.worker}" if self.worker else "no worker fits"
+        if self.problem:
+            head = f"{head}: {self.problem}"
+        return head + "; " + "; ".join(str(v) for v in self.verdicts)
+
+
+def decide(
+    placement: Placement,
+    workers: list[WorkerView],
+    *,
+    object_selector: str | None = None,
+    avoid: dict[str, str] | None = None,  # worker -> why (lost there, failed there)
+) -> Decision:
+    avoid = avoid or {}
+    kind_selector = parse(placement.worker_selector)
+    try:
+        own = parse(object_selector) if object_selector else None
+    except ValueError as e:
+        return Decision(None, (), f"annotation {WORKER_SELECTOR_ANNOTATION}: {e}")
+    tiers = [parse(t) for t in placement.tiers]
+    limit = placement.max_per_worker
+    verdicts: list[Verdict] = []
+    for worker in sorted(workers, key=lambda w: w.name):
+        reason = _rejection(worker, kind_selector, own, avoid, limit)
+        if reason is not None:
+            verdicts.append(Verdict(worker.name, False, reason))
+            continue
+        tier = next((i for i, t in enumerate(tiers) if t.matches(worker.labels)), None)
+        if tiers and tier is None:
+            verdicts.append(Verdict(worker.name, False, "in no spill-over tier"))
+            continue
+        load = f"{worker.running}/{limit} running" if limit else f"{worker.running} running"
+        score = worker.running / limit if limit else float(worker.running)
+        verdicts.append(Verdict(worker.name, True, load, score, tier))
+    fitting = [v for v in verdicts if v.fits]
+    if not fitting:
+        return Decision(None, tuple(verdicts))
+    if tiers:  # every fitting worker has a tier: only the first tier with room is used
+        best = min(v.tier for v in fitting if v.tier is not None)
+        for i, v in enumerate(verdicts):
+            if v.fits and v.tier != best:
+                reason = f"in spill-over tier {(v.tier or 0) + 1}, used only when tier {best + 1} has no room"
+                verdicts[i] = Verdict(v.worker, False, reason)
+        fitting = [v for v in verdicts if v.fits]
+    chosen = min(fitting, key=lambda v: (v.score or 0.0, v.worker))
+    return Decision(chosen.worker, tuple(verdicts))
+
+
+def _rejection(
+    worker: WorkerView, kind_selector: Selector, own: Selector | None, avoid: dict[str, str], limit: int | None
+) -> str | None:
+    if not worker.connected:
+        return "not connected"
+    if not worker.serves_kind:
+        return "does not serve this kind"
+    if worker.name in avoid:
+        return avoid[worker.name]
+    for selector, what in ((kind_selector, "the kind's workerSelector"), (own, "the object's worker-selector")):
+        if selector is not None and not selector.matches(worker.labels):
+            unmet = ", ".join(str(r) for r in selector.unmet(worker.labels))
+            return f"labels do not match {what} ({unmet})"
+    if limit is not None and worker.running >= limit:
+        return f"full ({worker.running}/{limit} running)"
+    return None
