@@ -64,6 +64,13 @@ def _build_parser() -> argparse.ArgumentParser:
         "demo", help="three local clusters, the shipped manifests, and one PipelineRun dispatched end to end"
     )
     demo.add_argument("--once", action="store_true", help="exit (removing everything) when the story is told")
+    demo.add_argument(
+        "--mode",
+        choices=["direct", "kueue"],
+        default="direct",
+        help="direct: the dispatcher places the run itself, no Kueue part played (default); kueue: MultiKueue's "
+        "Workload flow, with the demo playing Kueue's part",
+    )
 
     testbed = commands.add_parser("testbed", help="the local three-cluster Kubernetes test bed")
     testbed_commands = testbed.add_subparsers(dest="testbed_command", metavar="ACTION", required=True)
@@ -312,7 +319,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.command == "demo":
             from multikueue import demo as demo_module
 
-            return demo_module.main(once=args.once)
+            return demo_module.main(once=args.once, mode=args.mode)
         if args.command == "testbed" and args.testbed_command == "up":
             return _testbed_up(args.once, not args.no_crds)
         if args.command == "testbed" and args.testbed_command == "binaries":

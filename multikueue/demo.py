@@ -47,26 +47,35 @@ def _kubectl(bed: TestBed, cluster: str, *args: str) -> None:
         raise RuntimeError(f"kubectl {' '.join(args)} on {cluster} failed:\n{result.stdout}{result.stderr}")
 
 
-def main(*, once: bool) -> int:
-    for needed in (ROOT / "config" / "manager" / "config.yaml", ROOT / "examples" / "tekton" / "pipelinerun.yaml"):
+MODES = {
+    # mode: (configuration file, manager manifest, worker manifest)
+    "direct": ("examples/tekton/direct/config.yaml", "examples/tekton/direct/manager.yaml",
+               "examples/tekton/direct/worker.yaml"),
+    "kueue": ("config/manager/config.yaml", "examples/tekton/manager.yaml", "examples/tekton/worker.yaml"),
+}  # fmt: skip
+
+
+def main(*, once: bool, mode: str = "direct") -> int:
+    config_file, manager_manifest, worker_manifest = (ROOT / f for f in MODES[mode])
+    for needed in (config_file, manager_manifest, worker_manifest, ROOT / "examples" / "tekton" / "pipelinerun.yaml"):
         if not needed.exists():
             print(
                 f"multikueue demo: {needed} not found; run the demo from a checkout of the repository", file=sys.stderr
             )
             return 2
     story = Story()
-    story.say("starting etcd and three kube-apiservers: manager, worker1, worker2")
+    story.say(f"{mode} mode; starting etcd and three kube-apiservers: manager, worker1, worker2")
     with TestBed() as bed:
         story.say(f"clusters ready ({bed.binaries.version()}); installing Kueue's and Tekton's CRDs on each")
         crds.install_on_bed(bed)
         for worker in ("worker1", "worker2"):
             _kubectl(bed, worker, "apply", "--server-side", "-k", str(ROOT / "config" / "worker"))
-            _kubectl(bed, worker, "apply", "--server-side", "-f", str(ROOT / "examples" / "tekton" / "worker.yaml"))
+            _kubectl(bed, worker, "apply", "--server-side", "-f", str(worker_manifest))
         _kubectl(bed, "manager", "apply", "--server-side", "-f", str(ROOT / "config" / "manager" / "namespace.yaml"))
-        _kubectl(bed, "manager", "apply", "--server-side", "-f", str(ROOT / "examples" / "tekton" / "manager.yaml"))
+        _kubectl(bed, "manager", "apply", "--server-side", "-f", str(manager_manifest))
         story.say(
-            "applied config/worker and examples/tekton/worker.yaml on the workers, examples/tekton/manager.yaml "
-            "on the manager"
+            f"applied config/worker and {worker_manifest.relative_to(ROOT)} on the workers, "
+            f"{manager_manifest.relative_to(ROOT)} on the manager"
         )
         port = free_port()
         log_path = (bed.workdir or Path(".")) / "dispatcher.log"
@@ -79,7 +88,7 @@ def main(*, once: bool) -> int:
                 "--kubeconfig",
                 str(bed.cluster("manager").kubeconfig_path),
                 "--config-file",
-                str(ROOT / "config" / "manager" / "config.yaml"),
+                str(config_file),
                 "--http-address",
                 f"127.0.0.1:{port}",
                 "--log-format",
@@ -87,12 +96,12 @@ def main(*, once: bool) -> int:
             ]
             dispatcher = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
             story.say(
-                f"dispatcher started as its own process (PID {dispatcher.pid}) from config/manager/config.yaml; "
+                f"dispatcher started as its own process (PID {dispatcher.pid}) from {config_file.relative_to(ROOT)}; "
                 f"log: {log_path}; metrics: http://127.0.0.1:{port}/metrics"
             )
             try:
-                anyio.run(_story, bed, story)
-                _print_exploration(bed, log_path, port, once=once)
+                anyio.run(_direct_story if mode == "direct" else _story, bed, story)
+                _print_exploration(bed, log_path, port, once=once, mode=mode)
                 if not once:
                     print("\nEverything keeps running; press Ctrl-C to stop and remove it all.", flush=True)
                     dispatcher.wait()
@@ -102,29 +111,95 @@ def main(*, once: bool) -> int:
     return 0
 
 
+async def _connect_workers(bed: TestBed, story: Story, manager: Any, workers: dict[str, Any]) -> None:
+    for worker, api in workers.items():
+        kubeconfig = await mint_service_account_kubeconfig(
+            api, bed.cluster(worker), namespace=SYSTEM, name="multikueue-dispatcher"
+        )
+        await kueue.put_kubeconfig_secret(manager, SYSTEM, f"{worker}-kubeconfig", kubeconfig)
+    story.say(
+        "minted a kubeconfig for each worker's multikueue-dispatcher ServiceAccount and stored it in "
+        "the manager Secrets the MultiKueueClusters name"
+    )
+    for worker in workers:
+        await eventually(
+            _present(Objects(manager, MULTIKUEUE_CLUSTERS), worker, None), until=_active, timeout=60,
+            what=f"{worker} Active",
+        )  # fmt: skip
+    story.say("MultiKueueClusters worker1 and worker2: Active=True, reason Active, message Connected")
+
+
+async def _direct_story(bed: TestBed, story: Story) -> None:
+    async with (
+        await api_client_from_kubeconfig(bed.cluster("manager").kubeconfig) as manager,
+        await api_client_from_kubeconfig(bed.cluster("worker1").kubeconfig) as worker1,
+        await api_client_from_kubeconfig(bed.cluster("worker2").kubeconfig) as worker2,
+    ):
+        workers = {"worker1": worker1, "worker2": worker2}
+        await _connect_workers(bed, story, manager, workers)
+        runs = Objects(manager, PIPELINERUNS)
+        text = (ROOT / "examples" / "tekton" / "pipelinerun.yaml").read_text()
+        await runs.create(yaml.safe_load(text), NAMESPACE)
+        story.say(
+            "submitted examples/tekton/pipelinerun.yaml on the manager (spec.managedBy: kueue.x-k8s.io/multikueue); "
+            "no Workload, no queue: the dispatcher places it itself"
+        )
+        placed = await eventually(
+            _present(runs, "hello"),
+            until=lambda r: (_placement(r) or {}).get("reason") == "Placed",
+            timeout=60,
+            what="placed",
+        )
+        worker = placed["metadata"]["annotations"]["multikueue.x-k8s.io/worker"]
+        head, *verdicts = _placement(placed)["message"].split("; ")
+        story.say(f"{head} (condition MultiKueuePlacement=True, and an Event); every worker was weighed:")
+        for verdict in verdicts:
+            story.say(f"    {verdict}")
+        remote_runs = Objects(workers[worker], PIPELINERUNS)
+        remote = await eventually(_present(remote_runs, "hello"), timeout=60, what=f"run on {worker}")
+        story.say(f"PipelineRun hello created on {worker} without managedBy (spec keys: {sorted(remote['spec'])})")
+
+        role = f"standing in for Tekton on {worker}"
+        await remote_runs.patch_status(
+            "hello",
+            {"status": _status("Unknown", "Running", "Tasks Completed: 0 (Failed: 0, Cancelled 0), Incomplete: 1")},
+            NAMESPACE,
+        )
+        story.say("marked the run Running (no Tekton controller runs here)", role=role)
+        await eventually(
+            _present(runs, "hello"), until=lambda r: _reason(r) == "Running", timeout=60, what="Running mirrored"
+        )
+        story.say("the manager's PipelineRun shows Succeeded=Unknown/Running: the worker's status, mirrored")
+        await remote_runs.patch_status(
+            "hello",
+            {"status": _status("True", "Succeeded", "Tasks Completed: 1 (Failed: 0, Cancelled 0), Skipped: 0",
+                               done=True)},
+            NAMESPACE,
+        )  # fmt: skip
+        story.say("marked the run Succeeded", role=role)
+        final = await eventually(
+            _present(runs, "hello"),
+            until=lambda r: r["metadata"]["annotations"].get("multikueue.x-k8s.io/phase") == "Finished",
+            timeout=60,
+            what="finished",
+        )
+        story.say(
+            f"manager PipelineRun: Succeeded={_succeeded(final).get('status')} ({_reason(final)}); "
+            "phase Finished, seen by the kind's finished predicate, with no Kueue on the worker"
+        )
+        await eventually(
+            lambda: remote_runs.get("hello", NAMESPACE), until=lambda r: r is None, timeout=60, what="clean-up"
+        )
+        story.say(f"nothing left on the workers: the dispatcher deleted the copy on {worker} after its final status")
+
+
 async def _story(bed: TestBed, story: Story) -> None:
     async with (
         await api_client_from_kubeconfig(bed.cluster("manager").kubeconfig) as manager,
         await api_client_from_kubeconfig(bed.cluster("worker1").kubeconfig) as worker1,
         await api_client_from_kubeconfig(bed.cluster("worker2").kubeconfig) as worker2,
     ):
-        for worker, api in (("worker1", worker1), ("worker2", worker2)):
-            kubeconfig = await mint_service_account_kubeconfig(
-                api, bed.cluster(worker), namespace=SYSTEM, name="multikueue-dispatcher"
-            )
-            await kueue.put_kubeconfig_secret(manager, SYSTEM, f"{worker}-kubeconfig", kubeconfig)
-        story.say(
-            "minted a kubeconfig for each worker's multikueue-dispatcher ServiceAccount and stored it in "
-            "the manager Secrets the MultiKueueClusters name"
-        )
-        for worker in ("worker1", "worker2"):
-            await eventually(
-                _present(Objects(manager, MULTIKUEUE_CLUSTERS), worker, None),
-                until=_active,
-                timeout=60,
-                what=f"{worker} Active",
-            )
-        story.say("MultiKueueClusters worker1 and worker2: Active=True, reason Active, message Connected")
+        await _connect_workers(bed, story, manager, {"worker1": worker1, "worker2": worker2})
 
         runs = Objects(manager, PIPELINERUNS)
         text = (ROOT / "examples" / "tekton" / "pipelinerun.yaml").read_text()
@@ -206,7 +281,7 @@ async def _story(bed: TestBed, story: Story) -> None:
         )
         final = await _present(runs, "hello")()
         story.say(
-            f"manager PipelineRun: Succeeded={final['status']['conditions'][0]['status']} "
+            f"manager PipelineRun: Succeeded={_succeeded(final).get('status')} "
             f"({_reason(final)}); manager Workload Finished"
         )
         await eventually(
@@ -238,9 +313,18 @@ def _active(cluster: Any) -> bool:
     return any(c["type"] == "Active" and c["status"] == "True" for c in conditions)
 
 
+def _placement(run: Any) -> Any:
+    conditions = ((run or {}).get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c["type"] == "MultiKueuePlacement"), None)
+
+
+def _succeeded(run: Any) -> dict[str, Any]:
+    conditions = ((run or {}).get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c.get("type") == "Succeeded"), {})
+
+
 def _reason(run: Any) -> str:
-    conditions = ((run or {}).get("status") or {}).get("conditions") or [{}]
-    return str(conditions[0].get("reason", ""))
+    return str(_succeeded(run).get("reason", ""))
 
 
 def _status(status: str, reason: str, message: str, *, done: bool = False) -> dict[str, Any]:
@@ -256,17 +340,24 @@ def _status(status: str, reason: str, message: str, *, done: bool = False) -> di
     return body
 
 
-def _print_exploration(bed: TestBed, log_path: Path, port: int, *, once: bool) -> None:
+def _print_exploration(bed: TestBed, log_path: Path, port: int, *, once: bool, mode: str) -> None:
     kubectl = bed.binaries.kubectl or "kubectl"
     when = "run `make run` (without --once) to keep the clusters and explore" if once else "while it runs"
+    if mode == "direct":
+        specific = f"""
+  {sys.executable} -m multikueue explain --kind PipelineRun.v1.tekton.dev team-a/hello
+  kubectl --context manager -n team-a get events --field-selector involvedObject.name=hello"""
+    else:
+        specific = """
+  kubectl --context manager get admissioncheck
+  kubectl --context manager -n team-a get events --field-selector reason=MultiKueue"""
     print(
         f"""
 Explore ({when}):
   export KUBECONFIG={bed.kubeconfig_path}
   alias kubectl={kubectl}
   kubectl --context manager -n team-a get pipelineruns,workloads -o wide
-  kubectl --context manager get multikueueclusters,admissioncheck
-  kubectl --context manager -n team-a get events --field-selector reason=MultiKueue
+  kubectl --context manager get multikueueclusters --show-labels{specific}
   kubectl --context worker1 -n team-a get pipelineruns,workloads
   curl -s http://127.0.0.1:{port}/metrics | grep ^multikueue_
   less {log_path}""",
