@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test lint typecheck pytest e2e e2e-images docker-engine binaries clean
+.PHONY: run test bench bench-all lint typecheck pytest e2e e2e-images docker-engine binaries clean
 
 run: $(VENV)/.installed binaries
 	$(BIN)/multikueue demo
@@ -14,8 +14,8 @@ test: lint typecheck binaries pytest e2e
 
 lint: $(VENV)/.installed
 	@echo "==> ruff"
-	$(BIN)/ruff check multikueue tests e2e
-	$(BIN)/ruff format --check multikueue tests e2e
+	$(BIN)/ruff check multikueue tests e2e bench
+	$(BIN)/ruff format --check multikueue tests e2e bench
 
 typecheck: $(VENV)/.installed
 	@echo "==> mypy (strict)"
@@ -39,6 +39,19 @@ e2e: $(VENV)/.installed binaries
 		echo "==> e2e on $$provider"; \
 		MULTIKUEUE_E2E_PROVIDER=$$provider $(BIN)/pytest e2e -o timeout=900 --durations=5 || exit 1; \
 	done
+
+# The benchmark (bench/README.md): BENCH_ARGS for one run, e.g. BENCH_ARGS="--mode direct --workers 5 --objects 1000";
+# `make bench-all` runs the committed matrix. Results land in bench/results/ (JSON, README.md table, plot.png).
+BENCH_ARGS ?= --mode kueue --workers 3 --objects 1000
+bench: $(VENV)/.installed binaries
+	$(BIN)/pip install --quiet -e '.[test,bench]'
+	$(BIN)/python -m bench.run $(BENCH_ARGS)
+	$(BIN)/python -m bench.report
+
+bench-all: $(VENV)/.installed binaries
+	$(BIN)/pip install --quiet -e '.[test,bench]'
+	bench/matrix.sh
+	$(BIN)/python -m bench.report
 
 e2e-images: $(VENV)/.installed binaries
 	$(BIN)/python -m e2e.images

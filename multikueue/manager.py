@@ -98,6 +98,9 @@ class Manager:
         self._generation: anyio.CancelScope | None = None
         self.temp_dir = temp_dir
         self.metrics = Metrics()
+        if isinstance(api, ApiClient) and api.on_request is None:
+            requests = self.metrics.api_requests
+            api.on_request = lambda method: requests.labels("manager", method).inc()
         self.http_address = http_address
         self.http_port: int | None = None
         self._runner: web.AppRunner | None = None
@@ -191,31 +194,45 @@ class Manager:
         def on_workload(kind: str, obj: Object) -> None:
             if kind == DELETED and self.workload_reconciler is not None:
                 self.workload_reconciler.forget_deleted(obj)
-            workload_controller.enqueue(ObjectKey.of(obj))
+            key = ObjectKey.of(obj)
+            for ref in obj["metadata"].get("ownerReferences") or []:
+                if ref.get("controller"):
+                    if kind == DELETED:
+                        owned_by.pop(ref.get("uid", ""), None)
+                    else:
+                        owned_by[ref.get("uid", "")] = key
+            workload_controller.enqueue(key)
 
         def on_remote(cluster: str, key: ObjectKey) -> None:
             workload_controller.queue.add_after(key, batch)  # bursts from workers coalesce over the batch period
 
-        # Direct mode: per kind, the manager's objects are watched and placed by this controller itself.
+        # Every configured kind is watched on the manager: owners are read from this cache, not fetched on every
+        # reconcile; a change to an owner (a cancel to carry over) reaches its Workload at once; and in Direct mode
+        # the objects themselves are what this controller places.
         direct_controller: Controller[DirectKey] = Controller(
             "multikueue_direct", self._reconcile_direct, concurrency=config.dispatcher.concurrency, observe=self.metrics
         )
-        direct_kinds: dict[GroupVersionKind, tuple[Informer, Resource]] = {}
+        owned_by: dict[str, ObjectKey] = {}  # owner UID -> its Workload (Kueue mode)
+        kinds: dict[GroupVersionKind, tuple[Informer, Resource]] = {}
         for gvk in config.multi_kueue.gvks:
-            if config.adapter(gvk).mode != "Direct":
-                continue
             try:
                 resource = await discover_resource(api, gvk)
             except (KindUnavailable, k8s_client.ApiException) as e:
-                log.error("direct-mode kind not served by the manager; not dispatched", kind=str(gvk), error=str(e))
+                log.warning("kind not served by the manager yet; its owners are read directly", kind=str(gvk),
+                            error=str(e))  # fmt: skip
                 continue
+            direct = config.adapter(gvk).mode == "Direct"
 
-            def on_direct(kind: str, obj: Object, gvk: GroupVersionKind = gvk) -> None:
-                if kind == DELETED and self.direct_reconciler is not None:
-                    self.direct_reconciler.forget_deleted(gvk, obj)
-                direct_controller.enqueue((gvk, ObjectKey.of(obj)))
+            def on_object(kind: str, obj: Object, gvk: GroupVersionKind = gvk, direct: bool = direct) -> None:
+                if direct:
+                    if kind == DELETED and self.direct_reconciler is not None:
+                        self.direct_reconciler.forget_deleted(gvk, obj)
+                    direct_controller.enqueue((gvk, ObjectKey.of(obj)))
+                elif (workload := owned_by.get(obj["metadata"].get("uid", ""))) is not None:
+                    workload_controller.enqueue(workload)
 
-            direct_kinds[gvk] = (Informer(Objects(api, resource).source(), on_event=on_direct), resource)
+            kinds[gvk] = (Informer(Objects(api, resource).source(), on_event=on_object), resource)
+        direct_kinds = {g: v for g, v in kinds.items() if config.adapter(g).mode == "Direct"}
 
         def on_remote_object(cluster: str, gvk: GroupVersionKind, key: ObjectKey) -> None:
             if gvk in direct_kinds:
@@ -285,8 +302,9 @@ class Manager:
                     checks,
                     configs,
                     lambda: self.cluster_reconciler.connections if self.cluster_reconciler else {},
-                    {},  # manager-side resources are discovered on first use
+                    {g: resource for g, (_, resource) in kinds.items()},  # others are discovered on first use
                     self.metrics,
+                    owners={g: informer for g, (informer, _) in kinds.items()},
                 )
                 self.direct_reconciler = DirectReconciler(
                     config,
@@ -297,7 +315,7 @@ class Manager:
                     direct_controller.enqueue,
                     self.metrics,
                 )
-                everything = (*informers, *(informer for informer, _ in direct_kinds.values()))
+                everything = (*informers, *(informer for informer, _ in kinds.values()))
                 for informer in everything:
                     tg.start_soon(informer.run)
                 for informer in everything:

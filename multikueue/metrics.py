@@ -67,6 +67,12 @@ class Metrics:
         self.remote_api_errors = Counter(
             "multikueue_remote_api_errors_total", "Failed requests to workers.", ["cluster", "code"], registry=r
         )
+        self.api_requests = Counter(
+            "multikueue_api_requests_total",
+            "Requests this controller sent, per cluster ('manager' or the worker's name) and HTTP method.",
+            ["cluster", "method"],
+            registry=r,
+        )
         self.config_reloads = Counter(
             "multikueue_config_reloads_total",
             "ConfigMap changes seen: applied, or invalid (the last good configuration is kept).",

@@ -87,6 +87,7 @@ class WorkerConnection:
         on_remote_event: RemoteEventHandler | None = None,
         on_remote_object: RemoteObjectHandler | None = None,
         on_api_error: Callable[[str], None] | None = None,
+        on_api_request: Callable[[str], None] | None = None,
         temp_dir: Path | None = None,
         watch_warnings: bool = True,
     ) -> None:
@@ -106,6 +107,7 @@ class WorkerConnection:
         self.on_remote_object = on_remote_object
         self.temp_dir = temp_dir
         self.on_api_error = on_api_error
+        self.on_api_request = on_api_request
         # When each worker object's latest change was seen, for the status-sync lag metric.
         self.observed: dict[tuple[str, str, str], float] = {}
         # A new connection counts as lost since its creation, so a worker down across a controller restart
@@ -173,7 +175,12 @@ class WorkerConnection:
         """One attempt: build the client, check the server answers, start the informers. Raises ``ConnectionFailed``."""
         timeout = aiohttp.ClientTimeout(total=self.timeout, connect=min(5.0, self.timeout))
         api = await api_client_from_kubeconfig(
-            self.kubeconfig, timeout=timeout, temp_dir=self.temp_dir, limiter=self.limiter, on_error=self.on_api_error
+            self.kubeconfig,
+            timeout=timeout,
+            temp_dir=self.temp_dir,
+            limiter=self.limiter,
+            on_error=self.on_api_error,
+            on_request=self.on_api_request,
         )
         try:
             await k8s_client.VersionApi(api).get_code()

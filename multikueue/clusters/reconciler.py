@@ -102,6 +102,7 @@ class ClusterReconciler:
                 on_remote_event=self.on_remote_event,
                 on_remote_object=self.on_remote_object,
                 on_api_error=self._api_error_counter(name),
+                on_api_request=self._api_request_counter(name),
                 temp_dir=self.temp_dir,
                 watch_warnings=any(self.config.adapter(g).worker_events for g in self.config.multi_kueue.gvks),
             )
@@ -139,6 +140,12 @@ class ClusterReconciler:
             return None
         counter = self.metrics.remote_api_errors
         return lambda code: counter.labels(name, code).inc()
+
+    def _api_request_counter(self, name: str) -> Any:
+        if self.metrics is None:
+            return None
+        counter = self.metrics.api_requests
+        return lambda method: counter.labels(name, method).inc()
 
     async def drop(self, name: str) -> None:
         if self.metrics is not None:

@@ -62,6 +62,7 @@ class WorkloadReconciler:
         connections: Callable[[], dict[str, WorkerConnection]],
         manager_resources: dict[GroupVersionKind, Resource],
         metrics: Metrics | None = None,
+        owners: dict[GroupVersionKind, Informer] | None = None,
     ) -> None:
         self.config = config
         self.api = api
@@ -70,6 +71,7 @@ class WorkloadReconciler:
         self.configs = configs
         self.connections = connections
         self.manager_resources = manager_resources
+        self.owners = owners or {}  # the manager's objects of each kind, when watched
         self.metrics = metrics
         self.adapters = {
             g: GenericAdapter(g, config.dispatcher.managed_by, config.adapter(g)) for g in config.multi_kueue.gvks
@@ -118,9 +120,12 @@ class WorkloadReconciler:
         job_key = ObjectKey(key.namespace, owner[1])
         job: Object | None = None
         if not deleted:
-            job = await Objects(self.api, await self._manager_resource(adapter.gvk)).get(
-                job_key.name, job_key.namespace
-            )
+            cached = self.owners.get(adapter.gvk)
+            job = cached.get(job_key) if cached is not None else None
+            if job is None:  # not watched, or not seen yet (a Workload can arrive before its owner): ask
+                job = await Objects(self.api, await self._manager_resource(adapter.gvk)).get(
+                    job_key.name, job_key.namespace
+                )
             if job is None:
                 raise LookupError(f"owner {adapter.gvk.kind} {job_key} not found")
             managed, reason = adapter.is_managed(job)

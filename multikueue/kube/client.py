@@ -64,11 +64,13 @@ class ApiClient(k8s_client.ApiClient):
         timeout: Timeout = DEFAULT_TIMEOUT,
         limiter: RateLimit | None = None,
         on_error: Callable[[str], None] | None = None,
+        on_request: Callable[[str], None] | None = None,
     ) -> None:
         super().__init__(configuration=configuration)
         self.default_timeout = timeout
         self.limiter = limiter
         self.on_error = on_error  # called with the HTTP status (or "connection") of each failed request
+        self.on_request = on_request  # called with the HTTP method of every request (a watch counts once)
 
     def request(
         self,
@@ -92,6 +94,8 @@ class ApiClient(k8s_client.ApiClient):
             _preload_content=_preload_content,
             _request_timeout=_client_timeout(self.default_timeout if _request_timeout is None else _request_timeout),
         )
+        if self.on_request is not None:
+            self.on_request(method)
         if self.limiter is None and self.on_error is None:
             return call()
         return self._guarded(call)
@@ -120,6 +124,7 @@ async def api_client_from_kubeconfig(
     temp_dir: Path | None = None,
     limiter: RateLimit | None = None,
     on_error: Callable[[str], None] | None = None,
+    on_request: Callable[[str], None] | None = None,
 ) -> ApiClient:
     """Build a client for one cluster without touching kubernetes_asyncio's global default configuration.
 
@@ -132,7 +137,7 @@ async def api_client_from_kubeconfig(
         client_configuration=configuration,
         temp_file_path=str(temp_dir) if temp_dir else None,
     )
-    return ApiClient(configuration, timeout=timeout, limiter=limiter, on_error=on_error)
+    return ApiClient(configuration, timeout=timeout, limiter=limiter, on_error=on_error, on_request=on_request)
 
 
 async def in_cluster_api_client(*, timeout: Timeout = DEFAULT_TIMEOUT) -> ApiClient:

@@ -527,6 +527,9 @@ async def test_metrics_health_and_readiness_are_served(scenario: Scenario) -> No
     assert samples[("multikueue_status_sync_lag_seconds_count", (("cluster", w2), ("kind", "PipelineRun")))] >= 1
     assert samples[("multikueue_worker_connected", (("cluster", w1),))] == 1
     assert samples[("multikueue_worker_connected", (("cluster", w2),))] == 1
+    # Every request is counted per cluster and method: the copy and the run were created on worker2 (POST).
+    assert samples[("multikueue_api_requests_total", (("cluster", w2), ("method", "POST")))] >= 2
+    assert samples[("multikueue_api_requests_total", (("cluster", "manager"), ("method", "PATCH")))] >= 1
     assert samples[("multikueue_workqueue_wait_seconds_count", (("controller", "multikueue_workload"),))] >= 1
     finished = (("cluster", w2), ("kind", "PipelineRun"), ("reason", "Succeeded"))
     assert samples[("multikueue_objects_finished_total", finished)] == 1

@@ -1,0 +1,1 @@
+"""Benchmarks (not tests): python -m bench.run, python -m bench.report."""

@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# The committed benchmark matrix (bench/results/): each line one run of python -m bench.run.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+py=${PYTHON:-.venv/bin/python}
+run() { echo "==> bench $*" >&2; "$py" -m bench.run "$@" >/dev/null; }
+# The targets: W=3 with the shipped defaults, both modes; and the fault run.
+run --mode kueue --workers 3 --objects 1000
+run --mode direct --workers 3 --objects 1000
+run --mode kueue --workers 3 --objects 1000 --faults
+# Scaling: W = 2, 5, 10 and N = 100, 1000 (Kueue mode), and N = 5000 at W = 3.
+for w in 2 5 10; do for n in 100 1000; do run --mode kueue --workers "$w" --objects "$n"; done; done
+run --mode kueue --workers 3 --objects 5000 --status-seconds 10
+run --mode direct --workers 3 --objects 5000 --status-seconds 10

@@ -1,0 +1,483 @@
+"""The dispatcher under load on the local test bed: N PipelineRuns through W workers, end to end.
+
+    python -m bench.run --mode kueue --workers 3 --objects 1000          # one run, JSON to bench/results/
+    python -m bench.run --mode direct --workers 3 --objects 1000 --faults
+
+The dispatcher runs as its own process with the shipped defaults (config/manager/config.yaml; direct mode adds
+only ``mode: Direct`` and Tekton's finished predicate). The benchmark plays the parts that do not run here, at
+once: tekton-kueue and Kueue on the manager (Workload, quota), Kueue on the workers (each worker admits the
+copies assigned to it), and Tekton (status writes). Phases:
+
+1. dispatch: submit N objects as fast as the bench can; dispatch latency = submitted (quota reserved in Kueue
+   mode) -> the object seen on its worker; throughput = N / (first submit -> last object on a worker);
+2. status sync: the N runs stay in flight; RSS is sampled; then worker statuses change at ``--status-rate`` per
+   second for ``--status-seconds``, and each change's lag to the manager object is measured;
+3. finish: every run succeeds on its worker; end-to-end = first submit -> last object finished on the manager,
+   with nothing left on any worker.
+
+Measured on the dispatcher process: CPU seconds and peak RSS (/proc), and its own request counter per cluster
+(``multikueue_api_requests_total``) divided by N. This is not a test: nothing is asserted but completion.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import anyio
+import yaml
+from kubernetes_asyncio import client as k8s_client
+
+from multikueue.kube.client import ApiClient, api_client_from_kubeconfig, raw_body
+from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects, Resource
+from multikueue.labels import ORIGIN_LABEL, PLACEMENT_PHASE
+from multikueue.runtime.informer import DELETED, Informer
+from multikueue.testing import crds, kueue
+from multikueue.testing.objects import pipelinerun
+from multikueue.testing.testbed import TestBed, free_port
+from multikueue.testing.waiting import eventually
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+PIPELINERUNS = Resource("tekton.dev", "v1", "pipelineruns", "PipelineRun")
+NAMESPACE, SYSTEM, CHECK_CONTROLLER = "bench", "multikueue-system", "multikueue.x-k8s.io/external-dispatcher"
+Object = dict[str, Any]
+
+
+def say(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+def percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
+
+
+class Dispatcher:
+    """The controller as its own process, with its CPU time, peak RSS and /metrics at hand."""
+
+    def __init__(self, bed: TestBed, config: str, workdir: Path) -> None:
+        self.port = free_port()
+        (workdir / "config.yaml").write_text(config)
+        self.argv = [
+            sys.executable,
+            "-m",
+            "multikueue",
+            "run",
+            "--kubeconfig",
+            str(bed.cluster("manager").kubeconfig_path),
+            "--config-file",
+            str(workdir / "config.yaml"),
+            "--http-address",
+            f"127.0.0.1:{self.port}",
+            "--log-format",
+            "json",
+            "--log-level",
+            "warning",
+        ]
+        self.log = workdir / "dispatcher.log"
+        self.process: subprocess.Popen[bytes] | None = None
+        self.cpu_before_restarts = 0.0
+        self.peak_rss = 0
+
+    def start(self) -> None:
+        with self.log.open("ab") as log:
+            self.process = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT)
+
+    def _proc(self, name: str) -> str:
+        assert self.process is not None
+        return Path(f"/proc/{self.process.pid}/{name}").read_text()
+
+    def cpu_seconds(self) -> float:
+        fields = self._proc("stat").rsplit(")", 1)[1].split()
+        return self.cpu_before_restarts + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+    def rss(self) -> int:
+        """Current RSS in bytes; the peak is tracked across restarts."""
+        status = dict(line.split(":", 1) for line in self._proc("status").splitlines() if ":" in line)
+        self.peak_rss = max(self.peak_rss, int(status["VmHWM"].split()[0]) * 1024)
+        return int(status["VmRSS"].split()[0]) * 1024
+
+    def kill(self) -> None:
+        assert self.process is not None
+        self.rss()
+        self.cpu_before_restarts = self.cpu_seconds()
+        self.process.send_signal(signal.SIGKILL)
+        self.process.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            self.process.wait(timeout=60)
+
+    async def requests(self) -> dict[str, float]:
+        """The dispatcher's own request counter, summed per cluster."""
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http,
+            http.get(f"http://127.0.0.1:{self.port}/metrics") as response,
+        ):
+            text = await response.text()
+        totals: dict[str, float] = {}
+        for line in text.splitlines():
+            if line.startswith("multikueue_api_requests_total{"):
+                labels, value = line.rsplit(" ", 1)
+                cluster = labels.split('cluster="', 1)[1].split('"', 1)[0]
+                method = labels.split('method="', 1)[1].split('"', 1)[0]
+                totals[f"{cluster} {method}"] = float(value)
+        return totals
+
+
+def configuration(mode: str) -> str:
+    document = yaml.safe_load((ROOT / "config" / "manager" / "config.yaml").read_text())
+    document["dispatcher"]["namespace"] = SYSTEM
+    if mode == "direct":
+        finished = {"path": '.status.conditions[?type=="Succeeded"].status', "notIn": ["Unknown"]}
+        document["dispatcher"]["adapters"] = [
+            {"name": "PipelineRun.v1.tekton.dev", "mode": "Direct", "finished": finished}
+        ]
+    return yaml.safe_dump(document)
+
+
+class Run:
+    def __init__(self, args: argparse.Namespace, bed: TestBed, workers: list[str]) -> None:
+        self.args, self.bed, self.workers = args, bed, workers
+        self.submitted: dict[str, float] = {}  # run name -> when it was handed over (quota reserved)
+        self.on_worker: dict[str, tuple[str, float]] = {}  # run name -> (worker, first seen there)
+        self.finished: dict[str, float] = {}
+        self.copies_created: dict[str, int] = {}  # run name -> times an object was created on a worker
+        self.status_sent: dict[str, float] = {}  # status marker -> when written on the worker
+        self.status_lag: list[float] = []
+        self.superseded = 0
+        self.api: dict[str, ApiClient] = {}
+        self.check = ""  # the AdmissionCheck's name (Kueue mode)
+
+    # ------------------------------------------------------------------------------------- players
+
+    def worker_runs(self, worker: str) -> Callable[[str, Object], None]:
+        def seen(kind: str, obj: Object) -> None:
+            name = obj["metadata"]["name"]
+            if kind == "ADDED":
+                self.copies_created[name] = self.copies_created.get(name, 0) + 1
+                self.on_worker.setdefault(name, (worker, time.monotonic()))
+
+        return seen
+
+    def manager_runs(self, kind: str, obj: Object) -> None:
+        if kind == DELETED:
+            return
+        name = obj["metadata"]["name"]
+        if self.args.mode == "direct" and (obj["metadata"].get("annotations") or {}).get(PLACEMENT_PHASE) == "Finished":
+            self.finished.setdefault(name, time.monotonic())
+        conditions = (obj.get("status") or {}).get("conditions") or []
+        for condition in conditions:
+            marker = condition.get("message", "")
+            if marker in self.status_sent:
+                self.status_lag.append(time.monotonic() - self.status_sent.pop(marker))
+
+    def manager_workloads(self, kind: str, obj: Object) -> None:
+        if kind != DELETED and any(
+            c["type"] == "Finished" and c["status"] == "True" for c in (obj.get("status") or {}).get("conditions") or []
+        ):
+            name = obj["metadata"]["name"].removeprefix("pipelinerun-")
+            self.finished.setdefault(name, time.monotonic())
+
+    def worker_workloads(self, worker: str, index: int, tg: Any) -> Callable[[str, Object], None]:
+        """Kueue on a worker: admit the copies assigned to this worker (spread evenly by name)."""
+
+        def seen(kind: str, obj: Object) -> None:
+            name = obj["metadata"]["name"]
+            conditions = {c["type"] for c in (obj.get("status") or {}).get("conditions") or []}
+            if (
+                kind == "ADDED"
+                and "Admitted" not in conditions
+                and int(name.rsplit("-", 1)[1]) % len(self.workers) == index
+            ):
+                tg.start_soon(self._retry, lambda: kueue.admit(self.api[worker], name, NAMESPACE))
+
+        return seen
+
+    async def _retry(self, action: Callable[[], Any], attempts: int = 20) -> None:
+        for attempt in range(attempts):
+            try:
+                await action()
+                return
+            except Exception:
+                if attempt == attempts - 1:
+                    raise
+                await anyio.sleep(0.2 * (attempt + 1))
+
+    # ------------------------------------------------------------------------------------- phases
+
+    async def submit(self, i: int) -> None:
+        name = f"run-{i:05d}"
+        body = pipelinerun(name)
+        body["spec"]["managedBy"] = kueue.MANAGED_BY
+        run = await Objects(self.api["manager"], PIPELINERUNS).create(body, NAMESPACE)
+        if self.args.mode == "kueue":
+            await Objects(self.api["manager"], WORKLOADS).create(kueue.workload_for(run), NAMESPACE)
+            await kueue.reserve_quota(self.api["manager"], f"pipelinerun-{name}", NAMESPACE, checks=[self.check])
+        self.submitted[name] = time.monotonic()
+
+    async def set_status(self, name: str, status: str, reason: str, marker: str) -> None:
+        worker = self.on_worker[name][0]
+        body = {
+            "status": {"conditions": [{"type": "Succeeded", "status": status, "reason": reason, "message": marker}]}
+        }
+        await Objects(self.api[worker], PIPELINERUNS).patch_status(name, body, NAMESPACE)
+
+    async def finish(self, name: str) -> None:
+        await self.set_status(name, "True", "Succeeded", f"done {name}")
+        if self.args.mode == "kueue":
+            await kueue.finish(self.api[self.on_worker[name][0]], f"pipelinerun-{name}", NAMESPACE)
+
+
+async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> dict[str, Any]:
+    workers = [f"worker{i + 1}" for i in range(args.workers)]
+    run = Run(args, bed, workers)
+    n = args.objects
+    for cluster in ("manager", *workers):
+        run.api[cluster] = await api_client_from_kubeconfig(bed.cluster(cluster).kubeconfig, temp_dir=workdir / "certs")
+    for cluster in ("manager", *workers):
+        await k8s_client.CoreV1Api(run.api[cluster]).create_namespace(raw_body({"metadata": {"name": NAMESPACE}}))
+    await k8s_client.CoreV1Api(run.api["manager"]).create_namespace(raw_body({"metadata": {"name": SYSTEM}}))
+    names = await kueue.multikueue_setup(
+        run.api["manager"],
+        namespace=SYSTEM,
+        prefix="bench",
+        controller_name=CHECK_CONTROLLER,
+        workers={w: bed.cluster(w).kubeconfig for w in workers},
+    )
+    run.check = names["check"]
+    dispatcher = Dispatcher(bed, configuration(args.mode), workdir)
+    dispatcher.start()
+    for w in workers:
+        await eventually(
+            lambda w=w: Objects(run.api["manager"], MULTIKUEUE_CLUSTERS).get(names[w]),  # type: ignore[misc]
+            until=lambda c: any(
+                x["type"] == "Active" and x["status"] == "True"
+                for x in ((c or {}).get("status") or {}).get("conditions") or []
+            ),
+            timeout=120,
+            what=f"{w} Active",
+        )
+    say(f"{args.mode} mode, {len(workers)} workers, {n} objects: dispatcher up, workers connected")
+    baseline_rss = dispatcher.rss()
+    cpu0, requests0 = dispatcher.cpu_seconds(), await dispatcher.requests()
+
+    async with anyio.create_task_group() as tg:
+        informers = [
+            Informer(Objects(run.api["manager"], PIPELINERUNS).source(namespace=NAMESPACE), on_event=run.manager_runs)
+        ]
+        if args.mode == "kueue":
+            informers.append(
+                Informer(
+                    Objects(run.api["manager"], WORKLOADS).source(namespace=NAMESPACE), on_event=run.manager_workloads
+                )
+            )
+        selector = f"{ORIGIN_LABEL}=multikueue"
+        for index, w in enumerate(workers):
+            informers.append(
+                Informer(
+                    Objects(run.api[w], PIPELINERUNS).source(namespace=NAMESPACE, label_selector=selector),
+                    on_event=run.worker_runs(w),
+                )
+            )
+            if args.mode == "kueue":
+                informers.append(
+                    Informer(
+                        Objects(run.api[w], WORKLOADS).source(namespace=NAMESPACE, label_selector=selector),
+                        on_event=run.worker_workloads(w, index, tg),
+                    )
+                )
+        for informer in informers:
+            tg.start_soon(informer.run)
+        for informer in informers:
+            await informer.synced.wait()
+
+        # 1. dispatch
+        started = time.monotonic()
+        faults = {int(n * 0.3): "worker", int(n * 0.6): "dispatcher"} if args.faults else {}
+        limiter = anyio.Semaphore(args.submitters)
+
+        async def submit(i: int) -> None:
+            async with limiter:
+                await run._retry(lambda: run.submit(i))
+
+        async with anyio.create_task_group() as submitters:
+            for i in range(n):
+                if i in faults:
+                    await inject(faults[i], bed, dispatcher, workers, tg)
+                await limiter.acquire()
+                limiter.release()
+                submitters.start_soon(submit, i)
+        submitted_at = time.monotonic()
+        say(f"submitted {n} in {submitted_at - started:.1f}s")
+        await progress(lambda: len(run.on_worker), n, "on a worker", timeout=args.timeout)
+        dispatched_at = max(t for _, t in run.on_worker.values())
+        inflight_rss = dispatcher.rss()
+
+        # 2. status sync under a steady rate of worker status changes
+        names_in_flight = sorted(run.on_worker)
+        changes = int(args.status_rate * args.status_seconds)
+        latest: dict[str, str] = {}
+        for k in range(changes):
+            name = random.choice(names_in_flight)
+            marker = f"step {k} of {name}"
+            # A change not yet mirrored when the next one lands on the same object is superseded, not lost:
+            # the dispatcher rightly mirrors only the newest state.
+            if run.status_sent.pop(latest.get(name, ""), None) is not None:
+                run.superseded += 1
+            latest[name] = marker
+            run.status_sent[marker] = time.monotonic()
+            tg.start_soon(
+                run._retry, lambda name=name, marker=marker: run.set_status(name, "Unknown", "Running", marker)
+            )
+            await anyio.sleep(1 / args.status_rate)
+        await progress(
+            lambda: len(run.status_lag) + run.superseded, changes, "status changes mirrored", timeout=120, exact=False
+        )
+
+        # 3. finish
+        for name in names_in_flight:
+            tg.start_soon(run._retry, lambda name=name: run.finish(name))
+        await progress(lambda: len(run.finished), n, "finished on the manager", timeout=args.timeout)
+        finished_at = max(run.finished.values())
+        for w in workers:
+            await eventually(
+                lambda w=w: names_on(run.api[w]),  # type: ignore[misc]
+                until=lambda names: names == [],
+                timeout=300,
+                what=f"nothing left on {w}",
+            )
+        cpu = dispatcher.cpu_seconds() - cpu0
+        requests1 = await dispatcher.requests()
+        dispatcher.rss()
+        tg.cancel_scope.cancel()
+    dispatcher.stop()
+    for client in run.api.values():
+        await client.close()
+
+    latencies = [run.on_worker[k][1] - run.submitted[k] for k in run.on_worker if k in run.submitted]
+    placement = {w: sum(1 for x, _ in run.on_worker.values() if x == w) for w in workers}
+    duplicates = {k: c for k, c in run.copies_created.items() if c > 1}
+    return {
+        "mode": args.mode,
+        "workers": len(workers),
+        "objects": n,
+        "faults": args.faults,
+        "dispatch_throughput_per_s": n / (dispatched_at - started),
+        "end_to_end_throughput_per_s": n / (finished_at - started),
+        "submit_seconds": submitted_at - started,
+        "dispatch_latency_s": {f"p{q}": percentile(latencies, q) for q in (50, 95, 99)},
+        "status_sync_lag_s": {
+            "p50": percentile(run.status_lag, 50),
+            "p99": percentile(run.status_lag, 99),
+            "changes": changes,
+            "superseded": run.superseded,
+            "mirrored": len(run.status_lag),
+            "rate_per_s": args.status_rate,
+        },
+        "controller_cpu_seconds": cpu,
+        "controller_peak_rss_mib": dispatcher.peak_rss / 2**20,
+        "controller_rss_baseline_mib": baseline_rss / 2**20,
+        "controller_rss_in_flight_mib": inflight_rss / 2**20,
+        "rss_per_1000_in_flight_mib": (inflight_rss - baseline_rss) / 2**20 / n * 1000,
+        "requests_per_object": per_object(requests0, requests1, n, by_method=False),
+        "requests_per_object_by_method": per_object(requests0, requests1, n, by_method=True),
+        "placement": placement,
+        "objects_created_more_than_once": len(duplicates),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+    }
+
+
+def per_object(before: dict[str, float], after: dict[str, float], n: int, *, by_method: bool) -> dict[str, float]:
+    """Requests per object, per cluster (and method): the dispatcher's own counts during the run."""
+    totals: dict[str, float] = {}
+    for key, value in after.items():
+        name = key if by_method else key.split(" ", 1)[0]
+        totals[name] = totals.get(name, 0.0) + (value - before.get(key, 0.0)) / n
+    return {k: round(v, 2) for k, v in sorted(totals.items())}
+
+
+async def names_on(api: ApiClient) -> list[str]:
+    listed = await k8s_client.CustomObjectsApi(api).list_namespaced_custom_object(
+        "tekton.dev", "v1", NAMESPACE, "pipelineruns"
+    )
+    return sorted(i["metadata"]["name"] for i in listed["items"])
+
+
+async def progress(count: Callable[[], int], total: int, what: str, *, timeout: float, exact: bool = True) -> None:
+    deadline, last = time.monotonic() + timeout, -1
+    while True:
+        done = count()
+        if done != last and (done % max(1, total // 10) == 0 or done >= total):
+            say(f"{done}/{total} {what}")
+            last = done
+        if done >= total:
+            return
+        if time.monotonic() > deadline:
+            if exact:
+                raise TimeoutError(f"only {done}/{total} {what} after {timeout:.0f}s")
+            say(f"{done}/{total} {what} within {timeout:.0f}s; the rest counted as lost")
+            return
+        await anyio.sleep(0.1)
+
+
+async def inject(fault: str, bed: TestBed, dispatcher: Dispatcher, workers: list[str], tg: Any) -> None:
+    if fault == "dispatcher":
+        say("fault: SIGKILL the dispatcher, start it again")
+        dispatcher.kill()
+        dispatcher.start()
+        return
+    victim = workers[-1]
+    say(f"fault: SIGKILL {victim}'s kube-apiserver; it comes back in 10 s")
+    bed.stop_apiserver(victim, kill=True)
+
+    async def back() -> None:
+        await anyio.sleep(10)
+        await anyio.to_thread.run_sync(bed.start_apiserver, victim)
+        say(f"{victim} is back")
+
+    tg.start_soon(back)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--mode", choices=["kueue", "direct"], default="kueue")
+    parser.add_argument("--workers", type=int, default=3)
+    parser.add_argument("--objects", type=int, default=1000)
+    parser.add_argument("--status-rate", type=float, default=20.0, help="worker status changes per second")
+    parser.add_argument("--status-seconds", type=float, default=10.0)
+    parser.add_argument("--submitters", type=int, default=16, help="concurrent submissions by the bench")
+    parser.add_argument("--faults", action="store_true", help="kill a worker's apiserver and the dispatcher mid-run")
+    parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--out", type=Path, help="JSON result file (default bench/results/<mode>-w<W>-n<N>.json)")
+    args = parser.parse_args(argv)
+    out = args.out or RESULTS / f"{args.mode}-w{args.workers}-n{args.objects}{'-faults' if args.faults else ''}.json"
+    clusters = ("manager", *(f"worker{i + 1}" for i in range(args.workers)))
+    with TestBed(clusters=clusters) as bed:
+        crds.install_on_bed(bed, [c for c in crds.all_crds() if c["spec"]["group"] in ("kueue.x-k8s.io", "tekton.dev")])
+        assert bed.workdir is not None
+        result = anyio.run(main_async, args, bed, bed.workdir)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    say(f"wrote {out}")
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
