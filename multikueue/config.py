@@ -153,8 +153,10 @@ class MultiKueue(_Model):
 class WorkerClient(_Model):
     """How this controller talks to each worker's API server."""
 
-    qps: float = Field(default=50.0, gt=0)
-    burst: int = Field(default=100, ge=1)
+    # AllAtOnce sends each worker about two requests per dispatched object (a copy, then its deletion or the
+    # object itself): 200 QPS leaves room for 100 objects/s. Kueue's clients: 5 QPS, burst 10 (1.3 workloads/s).
+    qps: float = Field(default=200.0, gt=0)
+    burst: int = Field(default=400, ge=1)
     timeout: Duration = 15.0
     # A partitioned worker leaves a watch's socket open and silent for minutes; a GET /version this often (each
     # bounded by `timeout`) notices it within probeInterval + timeout, as client-go's HTTP/2 pings do.
