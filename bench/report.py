@@ -12,7 +12,7 @@ from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
 COLUMNS = (
-    ("mode", lambda r: r["mode"] + (" +faults" if r.get("faults") else "")),
+    ("mode", lambda r: r["mode"] + (" +faults" if r.get("faults") else "") + (" backlog" if r.get("backlog") else "")),
     ("W", lambda r: r["workers"]),
     ("N", lambda r: r["objects"]),
     ("dispatched/s", lambda r: f"{r['dispatch_throughput_per_s']:.1f}"),
@@ -30,7 +30,9 @@ COLUMNS = (
 
 def load() -> list[dict[str, Any]]:
     results = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("*.json"))]
-    return sorted(results, key=lambda r: (r["mode"], bool(r.get("faults")), r["workers"], r["objects"]))
+    return sorted(
+        results, key=lambda r: (r["mode"], bool(r.get("faults")), bool(r.get("backlog")), r["workers"], r["objects"])
+    )
 
 
 def table(results: list[dict[str, Any]]) -> str:
@@ -47,7 +49,7 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(1, 3, figsize=(15, 4.5))
-    plain = [r for r in results if not r.get("faults")]
+    plain = [r for r in results if not r.get("faults") and not r.get("backlog")]
     for mode, marker in (("kueue", "o"), ("direct", "s")):
         for workers in sorted({r["workers"] for r in plain}):
             series = sorted(

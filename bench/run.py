@@ -118,6 +118,14 @@ class Dispatcher:
         self.process.send_signal(signal.SIGKILL)
         self.process.wait(timeout=30)
 
+    def pause(self) -> None:
+        """Stop it gracefully, keeping its CPU time and peak RSS for the totals (backlog runs start it again)."""
+        assert self.process is not None
+        self.rss()
+        self.cpu_before_restarts = self.cpu_seconds()
+        self.process.terminate()
+        self.process.wait(timeout=60)
+
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()
@@ -307,7 +315,9 @@ async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
         for informer in informers:
             await informer.synced.wait()
 
-        # 1. dispatch
+        # 1. dispatch (with --backlog: everything submitted first, then the dispatcher drains it)
+        if args.backlog:
+            dispatcher.pause()
         started = time.monotonic()
         faults = {int(n * 0.3): "worker", int(n * 0.6): "dispatcher"} if args.faults else {}
         limiter = anyio.Semaphore(args.submitters)
@@ -325,6 +335,10 @@ async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
                 submitters.start_soon(submit, i)
         submitted_at = time.monotonic()
         say(f"submitted {n} in {submitted_at - started:.1f}s")
+        if args.backlog:
+            dispatcher.start()
+            started = time.monotonic()  # throughput and latency count from the dispatcher's start
+            run.submitted = dict.fromkeys(run.submitted, started)
         await progress(lambda: len(run.on_worker), n, "on a worker", timeout=args.timeout)
         dispatched_at = max(t for _, t in run.on_worker.values())
         inflight_rss = dispatcher.rss()
@@ -378,6 +392,7 @@ async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
         "workers": len(workers),
         "objects": n,
         "faults": args.faults,
+        "backlog": args.backlog,
         "dispatch_throughput_per_s": n / (dispatched_at - started),
         "end_to_end_throughput_per_s": n / (finished_at - started),
         "submit_seconds": submitted_at - started,
@@ -463,10 +478,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--status-seconds", type=float, default=10.0)
     parser.add_argument("--submitters", type=int, default=16, help="concurrent submissions by the bench")
     parser.add_argument("--faults", action="store_true", help="kill a worker's apiserver and the dispatcher mid-run")
+    parser.add_argument(
+        "--backlog", action="store_true", help="submit everything with the dispatcher stopped, then time its drain"
+    )
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--out", type=Path, help="JSON result file (default bench/results/<mode>-w<W>-n<N>.json)")
     args = parser.parse_args(argv)
-    out = args.out or RESULTS / f"{args.mode}-w{args.workers}-n{args.objects}{'-faults' if args.faults else ''}.json"
+    suffix = ("-faults" if args.faults else "") + ("-backlog" if args.backlog else "")
+    out = args.out or RESULTS / f"{args.mode}-w{args.workers}-n{args.objects}{suffix}.json"
     clusters = ("manager", *(f"worker{i + 1}" for i in range(args.workers)))
     with TestBed(clusters=clusters) as bed:
         crds.install_on_bed(bed, [c for c in crds.all_crds() if c["spec"]["group"] in ("kueue.x-k8s.io", "tekton.dev")])

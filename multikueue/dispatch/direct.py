@@ -313,7 +313,7 @@ class DirectReconciler:
         meta = obj["metadata"]
         patch = {"metadata": {"annotations": changes, "resourceVersion": meta["resourceVersion"]}}
         updated = await Objects(self.api, resource).patch(meta["name"], patch, meta["namespace"])
-        informer.store[ObjectKey.of(updated)] = updated
+        informer.remember(updated)
         return updated
 
     async def _tell(
@@ -329,7 +329,7 @@ class DirectReconciler:
         patch = {"metadata": {"resourceVersion": meta["resourceVersion"]},
                  "status": {"conditions": set_condition(current, condition)}}  # fmt: skip
         updated = await Objects(self.api, resource).patch_status(meta["name"], patch, meta["namespace"])
-        informer.store[ObjectKey.of(updated)] = updated
+        informer.remember(updated)
         target = {**obj, "apiVersion": gvk.api_version, "kind": gvk.kind}
         await events.record(self.api, target, type_=event_type, reason=reason, message=message,
                             component=self.config.dispatcher.controller_name)  # fmt: skip

@@ -605,7 +605,7 @@ class WorkloadReconciler:
         meta = local["metadata"]
         patch = {"metadata": {"resourceVersion": meta["resourceVersion"]}, "status": status}
         updated = await self.workload_api.patch_status(meta["name"], patch, meta["namespace"])
-        self.workloads.store[ObjectKey.of(updated)] = updated
+        self.workloads.remember(updated)
 
     async def _object_event(
         self, adapter: GenericAdapter, job: Object, type_: str, message: str, *, reason: str = EVENT_REASON

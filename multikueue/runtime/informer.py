@@ -129,7 +129,7 @@ class Informer:
             metadata = page.get("metadata") or {}
             resource_version = resource_version or metadata.get("resourceVersion", "")
             for obj in page.get("items") or []:
-                items[ObjectKey.of(obj)] = obj
+                items[ObjectKey.of(obj)] = _trimmed(obj)
             continue_token = metadata.get("continue")
             if not continue_token:
                 break
@@ -163,12 +163,16 @@ class Informer:
             if kind == DELETED:
                 self.store.pop(key, None)
             elif kind in (ADDED, MODIFIED):
-                self.store[key] = obj
+                self.store[key] = _trimmed(obj)
             else:
                 log.warning("unexpected watch event", source=self.source.description, type=kind)
                 continue
             self.resource_version = rv or self.resource_version
             self._notify(kind, obj)
+
+    def remember(self, obj: Object) -> None:
+        """Store an object this process just wrote (the watch event follows), so the next read sees it."""
+        self.store[ObjectKey.of(obj)] = _trimmed(obj)
 
     def _notify(self, kind: str, obj: Object) -> None:
         if self.on_event is not None:
@@ -205,3 +209,10 @@ def _describe(error: BaseException) -> str:
     if isinstance(error, ApiException):
         return f"HTTP {error.status}: {error.reason}"
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+
+
+def _trimmed(obj: Object) -> Object:
+    """Without ``metadata.managedFields``: nothing here reads them, and on objects many controllers write they are
+    often the largest part (client-go's informers drop them for the same reason)."""
+    (obj.get("metadata") or {}).pop("managedFields", None)
+    return obj
