@@ -90,8 +90,10 @@ class WorkerConnection:
         on_api_request: Callable[[str], None] | None = None,
         temp_dir: Path | None = None,
         watch_warnings: bool = True,
+        spec_synced: frozenset[GroupVersionKind] = frozenset(),
     ) -> None:
         self.name = name
+        self.spec_synced = spec_synced  # kinds whose copies' spec is compared (specSync)
         self.watch_warnings = watch_warnings
         # Recent Warning Events per manager Workload (reason, message), taken by the Workload reconciler.
         self.warnings: dict[ObjectKey, deque[tuple[str, str]]] = {}
@@ -278,6 +280,8 @@ class WorkerConnection:
             informer = Informer(
                 Objects(self.api, resource).source(label_selector=self.selector),
                 on_event=self._event_handler(workloads=False, gvk=gvk),
+                # The copy's spec is read back only to carry specSync fields; without any, it is not kept.
+                drop=() if gvk in self.spec_synced else ("spec",),
             )
             self.objects[gvk] = informer
 

@@ -105,6 +105,7 @@ class ClusterReconciler:
                 on_api_request=self._api_request_counter(name),
                 temp_dir=self.temp_dir,
                 watch_warnings=any(self.config.adapter(g).worker_events for g in self.config.multi_kueue.gvks),
+                spec_synced=frozenset(g for g in self.config.multi_kueue.gvks if self.config.adapter(g).spec_sync),
             )
             self.connections[name] = connection
 

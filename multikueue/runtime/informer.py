@@ -72,8 +72,10 @@ class Informer:
         watch_timeout: int = 300,
         page_size: int = 500,
         backoff: Backoff = _RETRY,
+        drop: tuple[str, ...] = (),
     ) -> None:
         self.source = source
+        self.drop = drop  # top-level fields the owner never reads (e.g. spec): not kept in the cache
         self.on_event = on_event
         self.on_state = on_state
         self.watch_timeout = watch_timeout
@@ -129,7 +131,7 @@ class Informer:
             metadata = page.get("metadata") or {}
             resource_version = resource_version or metadata.get("resourceVersion", "")
             for obj in page.get("items") or []:
-                items[ObjectKey.of(obj)] = _trimmed(obj)
+                items[ObjectKey.of(obj)] = self._trimmed(obj)
             continue_token = metadata.get("continue")
             if not continue_token:
                 break
@@ -163,7 +165,7 @@ class Informer:
             if kind == DELETED:
                 self.store.pop(key, None)
             elif kind in (ADDED, MODIFIED):
-                self.store[key] = _trimmed(obj)
+                self.store[key] = self._trimmed(obj)
             else:
                 log.warning("unexpected watch event", source=self.source.description, type=kind)
                 continue
@@ -172,7 +174,15 @@ class Informer:
 
     def remember(self, obj: Object) -> None:
         """Store an object this process just wrote (the watch event follows), so the next read sees it."""
-        self.store[ObjectKey.of(obj)] = _trimmed(obj)
+        self.store[ObjectKey.of(obj)] = self._trimmed(obj)
+
+    def _trimmed(self, obj: Object) -> Object:
+        """Without ``metadata.managedFields`` (nothing here reads them, and on objects many controllers write they
+        are often the largest part; client-go's informers drop them too) and without the fields in ``drop``."""
+        (obj.get("metadata") or {}).pop("managedFields", None)
+        for name in self.drop:
+            obj.pop(name, None)
+        return obj
 
     def _notify(self, kind: str, obj: Object) -> None:
         if self.on_event is not None:
@@ -209,10 +219,3 @@ def _describe(error: BaseException) -> str:
     if isinstance(error, ApiException):
         return f"HTTP {error.status}: {error.reason}"
     return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-
-
-def _trimmed(obj: Object) -> Object:
-    """Without ``metadata.managedFields``: nothing here reads them, and on objects many controllers write they are
-    often the largest part (client-go's informers drop them for the same reason)."""
-    (obj.get("metadata") or {}).pop("managedFields", None)
-    return obj

@@ -402,9 +402,14 @@ async def test_a_kind_missing_on_a_worker_is_dispatched_only_where_it_exists(
     from multikueue.testing.objects import widget
 
     s = scenario
-    # The kind was installed after the controller started: its next look at the workers finds it.
+    # The kind was installed after the controller started: its next look at the workers (every 30 s) finds it.
     assert s.manager is not None
-    await s.manager.cluster_reconciler.reconcile(s.names["worker1"])  # type: ignore[union-attr]
+    assert s.manager.cluster_reconciler is not None
+    connections = s.manager.cluster_reconciler.connections
+    widget_kind = next(g for g in s.manager.config.multi_kueue.gvks if g.kind == "Widget")
+    await wait_until(
+        lambda: widget_kind in connections[s.names["worker1"]].resources, timeout=60, what="Widget found on worker1"
+    )
     _, workload = await s.submit_object(widgets, widget("w"))
     wl_name = workload["metadata"]["name"]
     nominated = await s.wait(
