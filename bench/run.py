@@ -44,6 +44,7 @@ from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects, R
 from multikueue.labels import ORIGIN_LABEL, PLACEMENT_PHASE
 from multikueue.runtime.informer import DELETED, Informer
 from multikueue.testing import crds, kueue
+from multikueue.testing.dispatcher import run_argv
 from multikueue.testing.objects import pipelinerun
 from multikueue.testing.testbed import TestBed, free_port
 from multikueue.testing.waiting import eventually
@@ -72,22 +73,11 @@ class Dispatcher:
     def __init__(self, bed: TestBed, config: str, workdir: Path) -> None:
         self.port = free_port()
         (workdir / "config.yaml").write_text(config)
-        self.argv = [
-            sys.executable,
-            "-m",
-            "multikueue",
-            "run",
-            "--kubeconfig",
-            str(bed.cluster("manager").kubeconfig_path),
-            "--config-file",
-            str(workdir / "config.yaml"),
-            "--http-address",
-            f"127.0.0.1:{self.port}",
-            "--log-format",
-            "json",
-            "--log-level",
-            "warning",
-        ]
+        self.argv = run_argv(
+            bed.cluster("manager").kubeconfig_path,
+            *("--config-file", str(workdir / "config.yaml"), "--http-address", f"127.0.0.1:{self.port}"),
+            *("--log-format", "json", "--log-level", "warning"),
+        )
         self.log = workdir / "dispatcher.log"
         self.process: subprocess.Popen[bytes] | None = None
         self.cpu_before_restarts = 0.0

@@ -21,6 +21,7 @@ from multikueue.kube.client import api_client_from_kubeconfig
 from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects, Resource
 from multikueue.testing import crds, kueue
 from multikueue.testing.accounts import mint_service_account_kubeconfig
+from multikueue.testing.dispatcher import run_argv
 from multikueue.testing.testbed import TestBed, free_port
 from multikueue.testing.waiting import eventually
 
@@ -80,20 +81,10 @@ def main(*, once: bool, mode: str = "direct") -> int:
         port = free_port()
         log_path = (bed.workdir or Path(".")) / "dispatcher.log"
         with log_path.open("w") as log:
-            argv = [
-                sys.executable,
-                "-m",
-                "multikueue",
-                "run",
-                "--kubeconfig",
-                str(bed.cluster("manager").kubeconfig_path),
-                "--config-file",
-                str(config_file),
-                "--http-address",
-                f"127.0.0.1:{port}",
-                "--log-format",
-                "console",
-            ]
+            argv = run_argv(
+                bed.cluster("manager").kubeconfig_path,
+                *("--config-file", str(config_file), "--http-address", f"127.0.0.1:{port}", "--log-format", "console"),
+            )
             dispatcher = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
             story.say(
                 f"dispatcher started as its own process (PID {dispatcher.pid}) from {config_file.relative_to(ROOT)}; "

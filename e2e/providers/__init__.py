@@ -76,9 +76,8 @@ class Environment(ABC):
 
 
 def dispatcher_args(http_address: str) -> list[str]:
-    """The arguments of config/manager/deployment.yaml, so every provider runs the dispatcher as shipped."""
+    """The ``run`` arguments of config/manager/deployment.yaml, so every provider runs the dispatcher as shipped."""
     return [
-        "run",
         "--leader-elect",
         "--leader-elect-namespace=multikueue-system",
         "--config-namespace=multikueue-system",

@@ -3,7 +3,6 @@ child process. Needs only the binaries ``make test`` obtains."""
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -11,6 +10,7 @@ import yaml
 
 from e2e.providers import Environment, dispatcher_args
 from multikueue.testing import TestBed, crds
+from multikueue.testing.dispatcher import run_argv
 from multikueue.testing.processes import ManagedProcess
 from multikueue.testing.testbed import free_port
 
@@ -54,8 +54,7 @@ class LocalEnvironment(Environment):
         path = self._workdir / "dispatcher.kubeconfig"
         if manager_kubeconfig is not None:
             path.write_text(yaml.safe_dump(manager_kubeconfig))
-        argv = [sys.executable, "-m", "multikueue", *dispatcher_args(f"127.0.0.1:{free_port()}")]
-        argv += ["--kubeconfig", str(path)]
+        argv = run_argv(path, *dispatcher_args(f"127.0.0.1:{free_port()}"))
         # Appending keeps the log of a dispatcher that was killed and started again.
         self.dispatcher = ManagedProcess("dispatcher", argv, self._workdir / "dispatcher.log")
         self.dispatcher.start()

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import yaml
 
 from multikueue.testing import TestBed
+from multikueue.testing.dispatcher import run_argv as dispatcher_argv
 
 
 def run_argv(bed: TestBed, directory: Path, config_text: str, *extra: str) -> list[str]:
@@ -15,16 +15,4 @@ def run_argv(bed: TestBed, directory: Path, config_text: str, *extra: str) -> li
     kubeconfig, config = directory / "manager.kubeconfig", directory / "config.yaml"
     kubeconfig.write_text(yaml.safe_dump(bed.cluster("manager").kubeconfig))
     config.write_text(config_text)
-    return [
-        sys.executable,
-        "-m",
-        "multikueue",
-        "run",
-        "--kubeconfig",
-        str(kubeconfig),
-        "--config-file",
-        str(config),
-        "--log-format",
-        "json",
-        *extra,
-    ]
+    return dispatcher_argv(kubeconfig, "--config-file", str(config), "--log-format", "json", *extra)
