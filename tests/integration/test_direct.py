@@ -232,7 +232,12 @@ async def test_at_most_once_marks_the_run_failed_and_never_starts_a_second_copy(
     try:
         await _lose_the_placed_worker(s, "once")
         failed = await s.wait(
-            s.runs("manager"), "once", lambda r: notes(r).get(PHASE) == "Failed", "Failed", timeout=90
+            s.runs("manager"),
+            "once",
+            # The phase is recorded first, then the condition saying why: wait for both.
+            lambda r: notes(r).get(PHASE) == "Failed" and (placement_condition(r) or {}).get("reason") == "WorkerLost",
+            "Failed, and why",
+            timeout=90,
         )
         condition = placement_condition(failed)
         assert (condition["status"], condition["reason"]) == ("False", "WorkerLost")
