@@ -136,16 +136,17 @@ class Manager:
     async def _watch_config(self, task_group: anyio.abc.TaskGroup) -> None:
         source = self.config_source
         assert source is not None
-        seen: dict[str, str | None] = {"text": None}
+        seen: str | None = None  # the key's last text: relists and other keys change nothing
 
         def on_event(kind: str, config_map: Object) -> None:
+            nonlocal seen
             if kind == DELETED:
                 log.warning("configuration ConfigMap deleted; keeping the running configuration", source=str(source))
                 return
             data = config_map.get("data") or {}
-            if data.get(source.key) == seen["text"]:
-                return  # a relist or another key: nothing new
-            seen["text"] = data.get(source.key)
+            if data.get(source.key) == seen:
+                return
+            seen = data.get(source.key)
             try:
                 config = source.parse(data)
             except ConfigError as e:

@@ -60,7 +60,8 @@ async def _dispatched(s: Scenario, name: str, wl_name: str, worker: str = "worke
     return await s.wait(s.runs(worker), name, lambda r: r is not None, f"{name} on {worker}")
 
 
-@pytest.mark.parametrize("multikueue_config", [TEKTON])
+# A long worker-lost timeout: the periodic requeue it sets cannot carry the cancel; only the owner's watch can.
+@pytest.mark.parametrize("multikueue_config", [TEKTON.replace("workerLostTimeout: 10s", "workerLostTimeout: 10m")])
 async def test_cancel_on_the_manager_reaches_the_worker(scenario: Scenario) -> None:
     s = scenario
     _, workload = await s.submit("cancel-me")
