@@ -41,6 +41,12 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--lease-duration", type=int, default=15, help="seconds a standby waits before taking over")
     run.add_argument("--renew-deadline", type=float, default=10.0, help="seconds the leader has to renew")
     run.add_argument("--retry-period", type=float, default=2.0, help="seconds between lease attempts")
+    run.add_argument(
+        "--role",
+        default="manager",
+        choices=["manager", "worker"],
+        help="manager: dispatch (and integrate); worker: only the integrations of the configured kinds",
+    )
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     run.add_argument("--log-format", default="auto", choices=["auto", "json", "console"])
 
@@ -283,7 +289,7 @@ def _run(args: argparse.Namespace) -> int:
                 except ConfigError as e:
                     print(f"multikueue: {e}", file=sys.stderr)
                     return 2
-            manager = Manager(api, config, http_address=http_address, config_source=source)
+            manager = Manager(api, config, http_address=http_address, config_source=source, role=args.role)
             if not args.leader_elect:
                 await _until_signalled(manager.run)
                 return 0

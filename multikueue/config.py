@@ -269,6 +269,113 @@ class Placement(_Model):
     lost_worker_policy: Literal["AtLeastOnce", "AtMostOnce"] = "AtLeastOnce"
 
 
+_FIELD_PATH = re.compile(r"^\$?(\.[A-Za-z_][A-Za-z0-9_-]*)+$")
+_QUANTITY = re.compile(r"^([0-9]+(\.[0-9]*)?|\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]+)?$")
+_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+def _field_path(value: Any) -> str:
+    """A plain field path (``.spec.suspend``): what a JSON patch and a merge patch can both address."""
+    path = _jsonpath(value)
+    if not _FIELD_PATH.match(path):
+        raise ValueError(f"must be a plain field path such as .spec.suspend (no filters or indexes), got {path!r}")
+    return path
+
+
+FieldPath = Annotated[str, BeforeValidator(_field_path)]
+Quantity = Annotated[str, BeforeValidator(lambda v: check_quantity(v))]
+
+
+def check_quantity(value: Any) -> str:
+    """A non-negative Kubernetes resource quantity (``500m``, ``2Gi``, ``1``), as written."""
+    text = str(value).strip() if isinstance(value, int | float | str) and not isinstance(value, bool) else None
+    if text is None or not _QUANTITY.match(text):
+        raise ValueError(f"must be a non-negative resource quantity such as 500m, 2Gi or 1, got {value!r}")
+    return text
+
+
+class Suspend(_Model):
+    """How an object is held back from running: the field and the value that mean "do not run"."""
+
+    path: FieldPath  # .spec.status (PipelineRun), .spec.suspend (Job-like kinds)
+    value: Any  # PipelineRunPending, true
+    run_value: Any = None  # written on admission; absent: the field is removed
+    stop_value: Any = None  # written on eviction (StoppedRunFinally); absent: ``value``
+    # A suspension this controller did not make (at creation, or on a running object): false, Kueue's convention for
+    # Jobs, takes it as "for the queue" and releases it on admission; true leaves it the user's own hold
+    # (tekton-kueue#540): the Workload is deactivated, and queued again once the user clears the field.
+    honor_user_suspend: bool = False
+
+    @model_validator(mode="after")
+    def _value_given(self) -> Suspend:
+        if self.value is None:
+            raise ValueError("@value: the suspended value is required (e.g. PipelineRunPending or true)")
+        if self.run_value == self.value:
+            raise ValueError(f"@runValue: must differ from value, got {self.run_value!r}")
+        return self
+
+    @property
+    def stop(self) -> Any:
+        return self.value if self.stop_value is None else self.stop_value
+
+
+class PodSetSource(_Model):
+    """One pod set of the Workload: a count and the requests of each pod, read from the object or written here."""
+
+    name: str = "main"
+    count: int = Field(default=1, ge=1)
+    count_path: JsonPath | None = None  # an integer in the object (e.g. .spec.parallelism); ``count`` when absent
+    template: JsonPath | None = None  # a PodTemplateSpec in the object, copied whole (Kueue's own integrations)
+    requests: dict[str, Quantity] = Field(default_factory=dict)  # per pod, e.g. {tekton.dev/pipelineruns: "1"}
+    requests_from_annotations: str | None = None  # a prefix: <prefix><resource>: <quantity> (tekton-kueue's)
+
+    @field_validator("name")
+    @classmethod
+    def _dns_label(cls, value: str) -> str:
+        if not _DNS_LABEL.match(value) or len(value) > 63:
+            raise ValueError(f"must be a DNS label (a-z, 0-9, '-', at most 63), got {value!r}")
+        return value
+
+    @model_validator(mode="after")
+    def _one_source(self) -> PodSetSource:
+        if self.template is not None and (self.requests or self.requests_from_annotations):
+            raise ValueError("@template: requests come from the template's containers; drop requests and "
+                             "requestsFromAnnotations, or drop template")  # fmt: skip
+        return self
+
+
+class Integration(_Model):
+    """Queue this kind on its own cluster with no code: suspend on create, a Workload, run on admission."""
+
+    suspend: Suspend
+    pod_sets: tuple[PodSetSource, ...] = ()
+    # "Pods still run": after an eviction the quota is released once this is false. Absent: once suspended.
+    # (When the run is over comes from the adapter's ``finished``/``failed``, read here on the object itself.)
+    active: Predicate | None = None
+
+    @model_validator(mode="after")
+    def _pod_sets(self) -> Integration:
+        if not self.pod_sets:
+            raise ValueError("@podSets: at least one pod set is required (a count and the requests of each pod)")
+        names = [p.name for p in self.pod_sets]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"@podSets: duplicate names {duplicates}")
+        return self
+
+
+class Webhook(_Model):
+    """The mutating admission webhook that holds new queued objects suspended (see config/webhook)."""
+
+    host: str = "0.0.0.0"  # the Service reaches the pod on its IP
+    port: int = Field(default=9443, ge=0, le=65535)  # 0: any free port (tests)
+    # tls.crt and tls.key supplied (cert-manager, a Secret volume); when absent, a CA and a serving certificate are
+    # generated at start for ``hosts`` and the CA is written into ``configurationName``'s caBundle.
+    cert_dir: str | None = None
+    hosts: tuple[str, ...] = ("multikueue-webhook.multikueue-system.svc",)
+    configuration_name: str | None = "multikueue-mutating-webhook"
+
+
 class Adapter(ExternalFramework):
     """Per-kind behaviour for one ``externalFrameworks`` entry (by ``name``); every default is Kueue's generic
     adapter."""
@@ -285,6 +392,7 @@ class Adapter(ExternalFramework):
     # Kueue: a Workload and MultiKueue's race decide (the default); Direct: no Workload, this controller places it.
     mode: Literal["Kueue", "Direct"] = "Kueue"
     placement: Placement = Placement()
+    integration: Integration | None = None  # off: the kind's own integration (e.g. tekton-kueue) makes Workloads
 
     @classmethod
     def defaults(cls, gvk: GroupVersionKind) -> Adapter:
@@ -294,6 +402,8 @@ class Adapter(ExternalFramework):
     def _failed_needs_finished(self) -> Adapter:
         if self.failed is not None and self.finished is None:
             raise ValueError("@failed: only meaningful together with finished")
+        if self.integration is not None and self.mode == "Direct":
+            raise ValueError("@integration: queues the kind with Kueue; mode Direct places it without a Workload")
         return self
 
 
@@ -314,6 +424,7 @@ class Dispatcher(_Model):
     # Per-kind adapter options, by externalFrameworks name. Kept out of Kueue's own `externalFrameworks` entries so
     # the same document still configures Kueue, whose schema has only `name` there.
     adapters: tuple[Adapter, ...] = ()
+    webhook: Webhook | None = None  # served only when set (and some adapter has an integration)
 
     @model_validator(mode="after")
     def _unique_adapters(self) -> Dispatcher:
@@ -351,6 +462,11 @@ class Configuration(_Model):
             if adapter.gvk == gvk:
                 return adapter
         return Adapter.defaults(gvk)
+
+    @property
+    def integrations(self) -> dict[GroupVersionKind, Integration]:
+        """The kinds this controller queues itself (an ``integration`` section), with their options."""
+        return {a.gvk: a.integration for a in self.dispatcher.adapters if a.integration is not None}
 
 
 def _location(loc: tuple[int | str, ...]) -> str:

@@ -22,3 +22,23 @@ PLACEMENT_PHASE = "multikueue.x-k8s.io/phase"
 
 PLACEMENT_AVOID = "multikueue.x-k8s.io/avoid"
 """On a direct-mode manager object: JSON map of workers not to use again, with why (lost there, refused it)."""
+
+# The integration (a kind queued on its own cluster with no code): Kueue's keys, as its jobframework uses them.
+QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
+"""On a job: the LocalQueue its Workload is submitted to."""
+
+PRIORITY_CLASS_LABEL = "kueue.x-k8s.io/priority-class"
+"""On a job: the WorkloadPriorityClass of its Workload."""
+
+MAX_EXEC_TIME_LABEL = "kueue.x-k8s.io/max-exec-time-seconds"
+"""On a job: the Workload's maximumExecutionTimeSeconds."""
+
+JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
+"""On a Workload: the UID of the job it was made for."""
+
+RESOURCE_IN_USE_FINALIZER = "kueue.x-k8s.io/resource-in-use"
+"""On a Workload: Kueue's finalizer, removed by the job's integration once the job is finished or gone."""
+
+HELD_ANNOTATION = "multikueue.x-k8s.io/suspended-for-queue"
+"""On a job: this controller (or its webhook) suspended it to wait for admission, so admission may release it.
+A suspension without it is the user's own, and is never undone here (tekton-kueue#540)."""

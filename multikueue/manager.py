@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import anyio.abc
@@ -22,6 +22,7 @@ from multikueue.clusters.reconciler import ClusterReconciler
 from multikueue.config import ConfigError, Configuration, GroupVersionKind, parse_configuration
 from multikueue.dispatch.direct import DirectKey, DirectReconciler
 from multikueue.dispatch.reconciler import WorkloadReconciler
+from multikueue.integration.reconciler import IntegrationController
 from multikueue.kube import events
 from multikueue.kube.client import ApiClient
 from multikueue.kube.listwatch import ApiListSource
@@ -91,8 +92,12 @@ class Manager:
         temp_dir: Path | None = None,
         http_address: tuple[str, int] | None = None,
         config_source: ConfigSource | None = None,
+        role: Literal["manager", "worker"] = "manager",
     ) -> None:
         self.api = api
+        # A worker runs only the integration: it adopts the Workloads MultiKueue prebuilds there and releases each
+        # copy on admission, so workers need no per-kind Kueue integration.
+        self.role = role
         self.config = config
         self.config_source = config_source  # watched: a valid change restarts the controllers with it
         self._generation: anyio.CancelScope | None = None
@@ -111,6 +116,7 @@ class Manager:
         self.cluster_reconciler: ClusterReconciler | None = None
         self.workload_reconciler: WorkloadReconciler | None = None
         self.direct_reconciler: DirectReconciler | None = None
+        self.integration: IntegrationController | None = None
 
     async def run(self) -> None:
         """Run the controllers; with a ``config_source``, restart them whenever a valid new configuration appears.
@@ -178,6 +184,19 @@ class Manager:
 
     async def _run_controllers(self) -> None:
         api, config = self.api, self.config
+        self.integration = IntegrationController(config, api, observe=self.metrics) if config.integrations else None
+        if self.role == "worker":
+            integration = self.integration
+            if integration is None:
+                log.warning("role worker, but no adapter has an integration section: nothing to do")
+                self.started.set()
+                await anyio.sleep_forever()
+                return
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(integration.run)
+                await integration.started.wait()
+                self.started.set()
+            return
         clusters_api = Objects(api, MULTIKUEUE_CLUSTERS)
         checks_api = Objects(api, ADMISSION_CHECKS)
         cluster_controller: Controller[str] = Controller(
@@ -323,6 +342,9 @@ class Manager:
                     await informer.synced.wait()
                 if direct_kinds:
                     tg.start_soon(direct_controller.run)
+                if self.integration is not None:
+                    tg.start_soon(self.integration.run)
+                    await self.integration.started.wait()
                 tg.start_soon(cluster_controller.run)
                 tg.start_soon(check_controller.run)
                 tg.start_soon(workload_controller.run)

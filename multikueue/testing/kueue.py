@@ -83,8 +83,13 @@ def _reserved(status: Object, queue: str) -> Object:
     condition = {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
                  "message": f"Quota reserved in ClusterQueue {queue}"}  # fmt: skip
     assignment = {"name": "main", "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "1"}, "count": 1}
+    rows = set_condition(status.get("conditions"), condition)
+    evicted = next((c for c in rows if c.get("type") == "Evicted"), None)
+    if evicted is not None and evicted.get("status") == "True":  # Kueue's SetQuotaReservation resets it
+        rows = set_condition(rows, {"type": "Evicted", "status": "False", "reason": "QuotaReserved",
+                                    "message": "Previously: " + str(evicted.get("message", ""))})  # fmt: skip
     return {
-        "conditions": set_condition(status.get("conditions"), condition),
+        "conditions": rows,
         "admission": {"clusterQueue": queue, "podSetAssignments": [assignment]},
     }
 

@@ -26,9 +26,9 @@ from typing import Any
 
 import yaml
 
+from multikueue.pki import CertificateAuthority, KeyPair, signing_key
 from multikueue.testing import processes
 from multikueue.testing.binaries import Binaries, find_binaries
-from multikueue.testing.pki import CertificateAuthority, KeyPair, signing_key
 
 MANAGER = "manager"
 WORKERS = ("worker1", "worker2")

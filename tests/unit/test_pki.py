@@ -6,7 +6,7 @@ import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from multikueue.testing.pki import CertificateAuthority, signing_key
+from multikueue.pki import CertificateAuthority, signing_key
 
 
 def test_serving_certificate_is_issued_by_the_ca_for_its_addresses() -> None:

@@ -1,4 +1,4 @@
-"""A throw-away PKI for the local test bed: one CA, serving and client certificates, signing keys.
+"""A small PKI: one CA issuing serving and client certificates (the test bed's clusters, the admission webhook).
 
 ECDSA P-256 everywhere: key generation is instant, and kube-apiserver accepts EC keys for serving, client
 authentication and service-account token signing alike.
@@ -48,8 +48,9 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
 class CertificateAuthority:
     """A self-signed CA that issues serving and client certificates."""
 
-    def __init__(self, common_name: str = "multikueue-testbed-ca") -> None:
+    def __init__(self, common_name: str = "multikueue-testbed-ca", *, validity: datetime.timedelta = _VALIDITY) -> None:
         self._key = _new_key()
+        self.validity = validity
         now = datetime.datetime.now(datetime.UTC)
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
         self._cert = (
@@ -59,7 +60,7 @@ class CertificateAuthority:
             .public_key(self._key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - _CLOCK_SKEW)
-            .not_valid_after(now + _VALIDITY)
+            .not_valid_after(now + self.validity)
             .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
             .add_extension(
                 x509.KeyUsage(
@@ -110,7 +111,7 @@ class CertificateAuthority:
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - _CLOCK_SKEW)
-            .not_valid_after(now + _VALIDITY)
+            .not_valid_after(now + self.validity)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         )

@@ -1,0 +1,274 @@
+"""The integration's controller: per queued object, one ``lifecycle.decide`` step carried out against the API.
+
+It runs on whichever cluster the objects are on: the manager (Workloads for Kueue and its MultiKueue) and, with
+``multikueue run --role worker``, each worker (adopting the Workloads MultiKueue prebuilds there).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any
+
+import anyio
+import structlog
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from multikueue.clusters.connections import KindUnavailable, discover_resource
+from multikueue.config import Configuration, GroupVersionKind
+from multikueue.integration import workloads
+from multikueue.integration.lifecycle import Decision, Step, decide, finished_status, released_status, suspend_patch
+from multikueue.integration.webhook import WebhookServer
+from multikueue.kube import events
+from multikueue.kube.client import ApiClient
+from multikueue.kube.resources import KUEUE, WORKLOADS, Objects, Resource
+from multikueue.labels import JOB_UID_LABEL, PRIORITY_CLASS_LABEL, RESOURCE_IN_USE_FINALIZER
+from multikueue.runtime.controller import Controller, ControllerObserver, Result
+from multikueue.runtime.informer import DELETED, Informer, ObjectKey
+
+log = structlog.get_logger(__name__)
+Object = dict[str, Any]
+Key = tuple[GroupVersionKind, ObjectKey]
+OwnerIndex = tuple[str, str, str]  # namespace, owner kind, owner name
+
+WORKLOAD_PRIORITY_CLASSES = Resource(KUEUE, "v1beta2", "workloadpriorityclasses", "WorkloadPriorityClass",
+                                     namespaced=False)  # fmt: skip
+PREBUILT_RECHECK = 30.0  # a worker copy whose prebuilt Workload is late: looked at again (its creation also wakes it)
+
+
+class IntegrationReconciler:
+    def __init__(self, config: Configuration, api: ApiClient, kinds: dict[GroupVersionKind, tuple[Informer, Resource]],
+                 workload_informer: Informer) -> None:  # fmt: skip
+        self.config = config
+        self.api = api
+        self.kinds = kinds
+        self.workload_informer = workload_informer
+        self.workloads = Objects(api, WORKLOADS)
+        self.priorities = Objects(api, WORKLOAD_PRIORITY_CLASSES)
+        self.by_owner: dict[OwnerIndex, set[ObjectKey]] = defaultdict(set)
+        self._said: dict[Key, str] = {}  # the last composition error said on an object: said once
+
+    def index(self, kind: str, workload: Object) -> list[Key]:
+        """Track a Workload event; the keys of the objects it belongs to (by controller owner reference)."""
+        key = ObjectKey.of(workload)
+        keys: list[Key] = []
+        for ref in workload["metadata"].get("ownerReferences") or []:
+            if not ref.get("controller"):
+                continue
+            owner: OwnerIndex = (key.namespace, ref.get("kind", ""), ref.get("name", ""))
+            if kind == DELETED:
+                self.by_owner[owner].discard(key)
+                if not self.by_owner[owner]:
+                    del self.by_owner[owner]
+            else:
+                self.by_owner[owner].add(key)
+            api_group = ref.get("apiVersion", "").split("/")[0]
+            owned = ObjectKey(key.namespace, owner[2])
+            keys.extend((g, owned) for g in self.kinds if (g.kind, g.group) == (owner[1], api_group))
+        return keys
+
+    def _workload_for(self, gvk: GroupVersionKind, obj: Object) -> Object | None:
+        prebuilt = workloads.prebuilt_workload(obj)
+        namespace = obj["metadata"]["namespace"]
+        if prebuilt:
+            return self.workload_informer.get(ObjectKey(namespace, prebuilt))
+        uid = obj["metadata"]["uid"]
+        for key in sorted(self.by_owner.get((namespace, gvk.kind, obj["metadata"]["name"]), ())):
+            workload = self.workload_informer.get(key)
+            if workload is not None and workloads.controller_uid(workload) == uid:
+                return workload
+        return None
+
+    async def reconcile(self, key: Key) -> Result | None:
+        gvk, object_key = key
+        informer, resource = self.kinds[gvk]
+        obj = informer.get(object_key)
+        if obj is None or obj["metadata"].get("deletionTimestamp"):
+            await self._object_gone(gvk, object_key, None if obj is None else obj["metadata"].get("uid"))
+            return None
+        obj = {**obj, "apiVersion": gvk.api_version, "kind": gvk.kind}
+        adapter = self.config.adapter(gvk)
+        workload = self._workload_for(gvk, obj)
+        decision = decide(obj, workload, adapter)
+        if decision.step is not Step.NOTHING:
+            log.info("integration step", kind=gvk.kind, object=str(object_key), step=decision.step.value,
+                     why=decision.why, workload=workload["metadata"]["name"] if workload else None)  # fmt: skip
+        return await self._carry_out(gvk, resource, obj, workload, decision)
+
+    async def _carry_out(self, gvk: GroupVersionKind, resource: Resource, obj: Object, workload: Object | None,
+                         decision: Decision) -> Result | None:  # fmt: skip
+        step, meta = decision.step, obj["metadata"]
+        integration = self.config.adapter(gvk).integration
+        assert integration is not None
+        if step is Step.NOTHING:
+            return None
+        if step is Step.WAIT_FOR_PREBUILT:
+            return Result(requeue_after=PREBUILT_RECHECK)
+        if step in (Step.HOLD, Step.MARK_HELD, Step.STOP, Step.RUN):
+            patch = suspend_patch(integration, step)
+            patch.setdefault("metadata", {})["resourceVersion"] = meta["resourceVersion"]
+            await Objects(self.api, resource).patch(meta["name"], patch, meta["namespace"])
+            reasons = {Step.HOLD: "Suspended", Step.MARK_HELD: "Suspended", Step.STOP: "Stopped", Step.RUN: "Started"}
+            await self._event(obj, "Normal", reasons[step], decision.why)
+            return None
+        if step is Step.CREATE_WORKLOAD:
+            return await self._create(gvk, obj, active=decision.active)
+        assert workload is not None
+        wl_meta = workload["metadata"]
+        name, namespace = wl_meta["name"], wl_meta["namespace"]
+        guard = {"resourceVersion": wl_meta["resourceVersion"]}
+        if step is Step.ADOPT:
+            refs = [r for r in wl_meta.get("ownerReferences") or [] if not r.get("controller")]
+            labels = {JOB_UID_LABEL: meta["uid"]} if len(meta["uid"]) <= 63 else {}
+            patch = {"metadata": {**guard, "ownerReferences": [*refs, workloads.owner_reference(obj, gvk)],
+                                  "labels": labels}}  # fmt: skip
+            await self.workloads.patch(name, patch, namespace)
+            return None
+        if step in (Step.ACTIVATE, Step.DEACTIVATE, Step.UPDATE_QUEUE):
+            spec = {"queueName": workloads.queue_name(obj)} if step is Step.UPDATE_QUEUE else {
+                "active": step is Step.ACTIVATE}  # fmt: skip
+            await self.workloads.patch(name, {"metadata": guard, "spec": spec}, namespace)
+            return None
+        if step is Step.REMOVE_FINALIZER:
+            await self._remove_finalizer(workload)
+            return None
+        if step in (Step.FINISH, Step.OUT_OF_SYNC):
+            if step is Step.OUT_OF_SYNC:
+                reason, message = "OutOfSync", "The prebuilt workload is out of sync with its user job"
+            else:
+                reason = "Succeeded" if decision.succeeded else "Failed"
+                message = f"{gvk.kind} {meta['name']} finished"
+            status = finished_status(workload, reason, message)
+            await self.workloads.patch_status(name, {"metadata": guard, "status": status}, namespace)
+            await self._event(obj, "Normal", "FinishedWorkload", f"Workload '{namespace}/{name}' is declared finished")
+            return None
+        if step is Step.RELEASE:
+            await self.workloads.patch_status(name, {"metadata": guard, "status": released_status(workload)}, namespace)
+            return None
+        raise AssertionError(f"unhandled step {step}")
+
+    async def _create(self, gvk: GroupVersionKind, obj: Object, *, active: bool) -> Result | None:
+        key = (gvk, ObjectKey.of(obj))
+        integration = self.config.adapter(gvk).integration
+        assert integration is not None
+        priority = None
+        class_name = (obj["metadata"].get("labels") or {}).get(PRIORITY_CLASS_LABEL)
+        try:
+            if class_name:
+                found = await self.priorities.get(class_name)
+                if found is None:
+                    raise workloads.InvalidObject(
+                        f"label {PRIORITY_CLASS_LABEL}: no WorkloadPriorityClass named {class_name!r}"
+                    )
+                priority = workloads.Priority(class_name, int(found.get("value", 0)))
+            body = workloads.build(obj, gvk, integration, active=active, priority=priority)
+        except workloads.InvalidObject as e:
+            # Kueue's UnretryableError: said once on the object; a change to the object brings it back here.
+            message = f"cannot make a Workload: {e}"
+            if self._said.get(key) != message:
+                self._said[key] = message
+                await self._event(obj, "Warning", "ErrWorkloadCompose", message)
+            log.warning("no Workload for the object", kind=gvk.kind, object=str(key[1]), error=str(e))
+            return None
+        self._said.pop(key, None)
+        try:
+            await self.workloads.create(body, obj["metadata"]["namespace"])
+        except ApiException as e:
+            if e.status != 409:
+                raise
+            return None  # made by an earlier attempt whose answer was lost: the informer brings it
+        name = f"{obj['metadata']['namespace']}/{body['metadata']['name']}"
+        await self._event(obj, "Normal", "CreatedWorkload", f"Created Workload: {name}")
+        return None
+
+    async def _remove_finalizer(self, workload: Object) -> None:
+        meta = workload["metadata"]
+        kept = [f for f in meta.get("finalizers") or [] if f != RESOURCE_IN_USE_FINALIZER]
+        if kept == (meta.get("finalizers") or []):
+            return
+        patch = {"metadata": {"resourceVersion": meta["resourceVersion"], "finalizers": kept or None}}
+        try:
+            await self.workloads.patch(meta["name"], patch, meta["namespace"])
+        except ApiException as e:
+            if e.status != 404:
+                raise
+
+    async def _object_gone(self, gvk: GroupVersionKind, key: ObjectKey, uid: str | None) -> None:
+        """The object is deleted (or being deleted): its Workloads go too (Kueue's finalizer first)."""
+        for workload_key in sorted(self.by_owner.get((key.namespace, gvk.kind, key.name), ())):
+            workload = self.workload_informer.get(workload_key)
+            if workload is None:
+                continue
+            owner = workloads.controller_uid(workload)
+            live = self.kinds[gvk][0].get(key)
+            if live is not None and not live["metadata"].get("deletionTimestamp") and \
+                    live["metadata"].get("uid") == owner:  # fmt: skip
+                continue  # a new object of the same name: its Workload stays
+            await self._remove_finalizer(workload)
+            await self.workloads.delete(workload_key.name, workload_key.namespace)
+            log.info("Workload deleted with its object", kind=gvk.kind, object=str(key), workload=str(workload_key))
+
+    async def _event(self, obj: Object, type_: str, reason: str, message: str) -> None:
+        await events.record(self.api, obj, type_=type_, reason=reason, message=message,
+                            component=self.config.dispatcher.controller_name)  # fmt: skip
+
+
+class IntegrationController:
+    """Informers for the integrated kinds and Workloads, the controller over them, and the admission webhook."""
+
+    def __init__(self, config: Configuration, api: ApiClient, *, observe: ControllerObserver | None = None) -> None:
+        self.config = config
+        self.observe = observe
+        self.api = api
+        self.webhook: WebhookServer | None = None
+        self.reconciler: IntegrationReconciler | None = None
+        self.started = anyio.Event()
+
+    async def run(self) -> None:
+        integrations = self.config.integrations
+        if not integrations:
+            return
+        controller: Controller[Key] = Controller("multikueue_integration", self._reconcile,
+                                                 concurrency=self.config.dispatcher.concurrency,
+                                                 observe=self.observe)  # fmt: skip
+        kinds: dict[GroupVersionKind, tuple[Informer, Resource]] = {}
+        for gvk in integrations:
+            try:
+                resource = await discover_resource(self.api, gvk)
+            except (KindUnavailable, ApiException) as e:
+                log.error("kind not served here: not integrated until the controller restarts", kind=str(gvk),
+                          error=str(e))  # fmt: skip
+                continue
+
+            def on_object(kind: str, obj: Object, gvk: GroupVersionKind = gvk) -> None:
+                controller.enqueue((gvk, ObjectKey.of(obj)))
+
+            kinds[gvk] = (Informer(Objects(self.api, resource).source(), on_event=on_object), resource)
+
+        def on_workload(kind: str, workload: Object) -> None:
+            if self.reconciler is not None:
+                for key in self.reconciler.index(kind, workload):
+                    controller.enqueue(key)
+
+        workload_informer = Informer(Objects(self.api, WORKLOADS).source(), on_event=on_workload)
+        self.reconciler = IntegrationReconciler(self.config, self.api, kinds, workload_informer)
+        if self.config.dispatcher.webhook is not None:
+            self.webhook = WebhookServer(self.config.dispatcher.webhook, integrations)
+            await self.webhook.start(self.api)
+        try:
+            async with anyio.create_task_group() as tg:
+                informers = [workload_informer, *(i for i, _ in kinds.values())]
+                for informer in informers:
+                    tg.start_soon(informer.run)
+                for informer in informers:
+                    await informer.synced.wait()
+                tg.start_soon(controller.run)
+                log.info("integration started", kinds=[str(g) for g in kinds])
+                self.started.set()
+        finally:
+            if self.webhook is not None:
+                with anyio.CancelScope(shield=True):
+                    await self.webhook.stop()
+
+    async def _reconcile(self, key: Key) -> Result | None:
+        assert self.reconciler is not None
+        return await self.reconciler.reconcile(key)

@@ -1,0 +1,160 @@
+"""The Workload for a queued object, built from the kind's ``integration`` options (pure: no API calls).
+
+Names, labels, the finalizer and the owner reference are those of Kueue's jobframework (``ConstructWorkload``,
+``GetWorkloadNameForOwnerWithGVK``), so Kueue, its MultiKueue and kubectl see a Workload like any other.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+from dataclasses import dataclass
+from typing import Any
+
+from multikueue import jsonpaths
+from multikueue.config import GroupVersionKind, Integration, PodSetSource, check_quantity
+from multikueue.kube.resources import WORKLOADS
+from multikueue.labels import (
+    JOB_UID_LABEL,
+    MAX_EXEC_TIME_LABEL,
+    PREBUILT_WORKLOAD,
+    QUEUE_NAME_LABEL,
+    RESOURCE_IN_USE_FINALIZER,
+)
+
+Object = dict[str, Any]
+
+_MAX_NAME = 253  # Kueue's default; its ShortWorkloadNames gate (alpha, off) would make it 63
+_HASH = 5
+_LABEL_VALUE_MAX = 63
+
+
+class InvalidObject(ValueError):
+    """The object cannot be turned into a Workload; the message names the field and the bad value."""
+
+
+def workload_name(owner_name: str, owner_uid: str, gvk: GroupVersionKind) -> str:
+    """``<kind>-<name>-<hash5>``, as Kueue's ``GetWorkloadNameForOwnerWithGVK`` names it."""
+    prefix = f"{gvk.kind.lower()}-{owner_name}"[: _MAX_NAME - 1 - _HASH]
+    digest = hashlib.sha1(f"{gvk.kind}\n{gvk.group}\n{owner_name}\n{owner_uid}".encode(), usedforsecurity=False)
+    return f"{prefix}-{digest.hexdigest()[:_HASH]}"
+
+
+def queue_name(obj: Object) -> str:
+    return str(((obj["metadata"].get("labels") or {}).get(QUEUE_NAME_LABEL)) or "")
+
+
+def prebuilt_workload(obj: Object) -> str:
+    """The Workload MultiKueue made for this worker copy (annotation first, then label, as Kueue reads it)."""
+    meta = obj["metadata"]
+    return str((meta.get("annotations") or {}).get(PREBUILT_WORKLOAD) or (meta.get("labels") or {}).get(
+        PREBUILT_WORKLOAD) or "")  # fmt: skip
+
+
+def _count(obj: Object, source: PodSetSource) -> int:
+    if source.count_path is None:
+        return source.count
+    value = jsonpaths.first(obj, source.count_path)
+    if value is None:
+        return source.count
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise InvalidObject(f"pod set {source.name}: {source.count_path} must be a positive integer, got {value!r}")
+    return value
+
+
+def _requests(obj: Object, source: PodSetSource) -> dict[str, str]:
+    requests = dict(source.requests)
+    prefix = source.requests_from_annotations
+    if prefix:
+        for key, value in sorted((obj["metadata"].get("annotations") or {}).items()):
+            if key.startswith(prefix) and len(key) > len(prefix):
+                try:
+                    requests[key[len(prefix) :]] = check_quantity(value)
+                except ValueError as e:
+                    raise InvalidObject(f"annotation {key}: {e}") from None
+    return requests
+
+
+def pod_sets(obj: Object, integration: Integration) -> list[Object]:
+    """The Workload's pod sets; ``InvalidObject`` names the annotation or field that is wrong."""
+    result = []
+    for source in integration.pod_sets:
+        template: Object
+        if source.template is not None:
+            found = jsonpaths.first(obj, source.template)
+            if not isinstance(found, dict) or not (found.get("spec") or {}).get("containers"):
+                raise InvalidObject(f"pod set {source.name}: {source.template} must be a pod template with "
+                                    f"containers, got {found!r}")  # fmt: skip
+            template = copy.deepcopy(found)
+        else:
+            # Synthetic, as tekton-kueue's: one container whose requests stand for what one pod of the run needs.
+            resources = {"requests": _requests(obj, source)}
+            template = {"spec": {"containers": [{"name": "dummy", "image": "dummy", "resources": resources}]}}
+        result.append({"name": source.name, "count": _count(obj, source), "template": template})
+    return result
+
+
+@dataclass(frozen=True)
+class Priority:
+    """A WorkloadPriorityClass's name and value (Kueue resolves the value when it builds the Workload)."""
+
+    class_name: str
+    value: int
+
+
+def build(obj: Object, gvk: GroupVersionKind, integration: Integration, *, active: bool,
+          priority: Priority | None) -> Object:  # fmt: skip
+    """The Workload Kueue's ``ConstructWorkload`` would create for ``obj`` (raises ``InvalidObject``)."""
+    meta = obj["metadata"]
+    labels = {JOB_UID_LABEL: meta["uid"]} if len(meta["uid"]) <= _LABEL_VALUE_MAX else {}
+    spec: Object = {"queueName": queue_name(obj), "podSets": pod_sets(obj, integration)}
+    if priority is not None:
+        spec["priorityClassRef"] = {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass",
+                                    "name": priority.class_name}  # fmt: skip
+        spec["priority"] = priority.value
+    else:
+        spec["priority"] = 0
+    seconds = (meta.get("labels") or {}).get(MAX_EXEC_TIME_LABEL)
+    if seconds is not None:
+        if not str(seconds).isdigit() or int(seconds) < 1:
+            raise InvalidObject(f"label {MAX_EXEC_TIME_LABEL} must be a positive integer, got {seconds!r}")
+        spec["maximumExecutionTimeSeconds"] = int(seconds)
+    if not active:
+        spec["active"] = False
+    return {
+        "apiVersion": WORKLOADS.api_version,
+        "kind": WORKLOADS.kind,
+        "metadata": {
+            "name": workload_name(meta["name"], meta["uid"], gvk),
+            "namespace": meta["namespace"],
+            "labels": labels,
+            "finalizers": [RESOURCE_IN_USE_FINALIZER],
+            "ownerReferences": [owner_reference(obj, gvk)],
+        },
+        "spec": spec,
+    }
+
+
+def owner_reference(obj: Object, gvk: GroupVersionKind) -> Object:
+    meta = obj["metadata"]
+    return {"apiVersion": gvk.api_version, "kind": gvk.kind, "name": meta["name"], "uid": meta["uid"],
+            "controller": True, "blockOwnerDeletion": True}  # fmt: skip
+
+
+def controller_uid(workload: Object) -> str | None:
+    for ref in workload["metadata"].get("ownerReferences") or []:
+        if ref.get("controller"):
+            return str(ref.get("uid"))
+    return None
+
+
+def _canonical(pod_set: Object) -> tuple[Any, ...]:
+    containers = ((pod_set.get("template") or {}).get("spec") or {}).get("containers") or []
+    requests = [sorted(((c.get("resources") or {}).get("requests") or {}).items()) for c in containers]
+    return pod_set.get("name"), pod_set.get("count", 1), repr(requests)
+
+
+def equivalent(workload: Object, expected: list[Object]) -> bool:
+    """Same pod sets by name, count and container requests (Kueue's prebuilt in-sync test, on what it compares)."""
+    have = [_canonical(p) for p in (workload.get("spec") or {}).get("podSets") or []]
+    return have == [_canonical(p) for p in expected]
