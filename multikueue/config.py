@@ -373,6 +373,7 @@ class Webhook(_Model):
     # generated at start for ``hosts`` and the CA is written into ``configurationName``'s caBundle.
     cert_dir: str | None = None
     hosts: tuple[str, ...] = ("multikueue-webhook.multikueue-system.svc",)
+    secret_name: str = "multikueue-webhook-cert"  # in ``dispatcher.namespace``: the generated one, shared by replicas
     configuration_name: str | None = "multikueue-mutating-webhook"
 
 

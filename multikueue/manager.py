@@ -23,6 +23,7 @@ from multikueue.config import ConfigError, Configuration, GroupVersionKind, pars
 from multikueue.dispatch.direct import DirectKey, DirectReconciler
 from multikueue.dispatch.reconciler import WorkloadReconciler
 from multikueue.integration.reconciler import IntegrationController
+from multikueue.integration.webhook import WebhookServer
 from multikueue.kube import events
 from multikueue.kube.client import ApiClient
 from multikueue.kube.listwatch import ApiListSource
@@ -117,6 +118,7 @@ class Manager:
         self.workload_reconciler: WorkloadReconciler | None = None
         self.direct_reconciler: DirectReconciler | None = None
         self.integration: IntegrationController | None = None
+        self.webhook: WebhookServer | None = None
 
     async def run(self) -> None:
         """Run the controllers; with a ``config_source``, restart them whenever a valid new configuration appears.
@@ -126,6 +128,7 @@ class Manager:
         change keeps the running configuration and is reported (log, Event on the ConfigMap, metric).
         """
         runner = await self._serve_http()
+        webhook = await self._serve_webhook()
         try:
             async with anyio.create_task_group() as outer:
                 if self.config_source is not None:
@@ -135,8 +138,10 @@ class Manager:
                         await self._run_controllers()
                     log.info("configuration reloaded; controllers restarted", source=str(self.config_source))
         finally:
-            if runner is not None:
-                with anyio.CancelScope(shield=True):
+            with anyio.CancelScope(shield=True):
+                if webhook is not None:
+                    await webhook.stop()
+                if runner is not None:
                     await runner.cleanup()
 
     async def _watch_config(self, task_group: anyio.abc.TaskGroup) -> None:
@@ -374,6 +379,19 @@ class Manager:
         log.info("serving /metrics, /healthz and /readyz", address=f"{self.http_address[0]}:{self.http_port}")
         return self._runner
 
+    async def _serve_webhook(self) -> WebhookServer | None:
+        """Start the admission webhook once, if configured; returns it if this call started it.
+
+        Every replica serves it, leader or standby: the Service sends admission requests to any of them, and the
+        answer needs only the configuration, not the caches.
+        """
+        options = self.config.dispatcher.webhook
+        if options is None or self.webhook is not None:
+            return None
+        self.webhook = WebhookServer(options, lambda: self.config.integrations)
+        await self.webhook.start(self.api, self.config.dispatcher.namespace)
+        return self.webhook
+
     async def run_as_leader(self, election: LeaderElectionSettings) -> None:
         """Reconcile only while holding the Lease; return when it is lost (the process should then exit).
 
@@ -382,6 +400,7 @@ class Manager:
         this function's own task group, so losing the Lease or a cancellation (SIGTERM) stops it cleanly.
         """
         runner = await self._serve_http()
+        webhook = await self._serve_webhook()
         self.standby = True
         lease = f"{election.namespace}/{election.name}"
         lock = LeaseLock(election.name, election.namespace, election.identity, self.api)
@@ -410,8 +429,10 @@ class Manager:
                 log.info("leader lease acquired", lease=lease, identity=election.identity)
                 await self.run()
         finally:
-            if runner is not None:
-                with anyio.CancelScope(shield=True):
+            with anyio.CancelScope(shield=True):
+                if webhook is not None:
+                    await webhook.stop()
+                if runner is not None:
                     await runner.cleanup()
 
     def _connection_changed(self, name: str) -> None:

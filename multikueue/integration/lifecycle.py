@@ -100,6 +100,11 @@ def _active(obj: Object, integration: Integration, now: State) -> bool:
     return holds(predicate, obj)
 
 
+def _started(obj: Object, integration: Integration) -> bool:
+    """Known to have started (only an ``active`` predicate can say so): it can no longer simply be suspended."""
+    return integration.active is not None and holds(integration.active, obj)
+
+
 def decide(obj: Object, workload: Object | None, adapter: Adapter) -> Decision:
     integration = adapter.integration
     assert integration is not None
@@ -113,7 +118,7 @@ def decide(obj: Object, workload: Object | None, adapter: Adapter) -> Decision:
         if done:
             return Decision(Step.NOTHING, "finished before it had a Workload")
         if now is State.RUNNING:
-            if _active(obj, integration, now):
+            if _started(obj, integration):
                 # Started before it was queued (the webhook was absent): Kueue waits for it to end; so does this.
                 return Decision(Step.NOTHING, "already running before it was queued: left alone")
             return Decision(Step.HOLD, "not admitted yet: held for the queue")
@@ -177,7 +182,7 @@ def decide(obj: Object, workload: Object | None, adapter: Adapter) -> Decision:
             return Decision(Step.UPDATE_QUEUE, f"queue-name changed to {queue_name(obj)}")
         return Decision(Step.NOTHING, "waiting for admission")
     if now is State.RUNNING and not admitted(workload):
-        if _active(obj, integration, now) and integration.suspend.stop != integration.suspend.value:
+        if _started(obj, integration) and integration.suspend.stop != integration.suspend.value:
             return Decision(Step.STOP, "running but not admitted: stopped")
         return Decision(Step.HOLD, "not admitted: held for the queue")
     return Decision(Step.NOTHING, f"{now.value} with an admitted Workload")

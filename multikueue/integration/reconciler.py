@@ -17,7 +17,6 @@ from multikueue.clusters.connections import KindUnavailable, discover_resource
 from multikueue.config import Configuration, GroupVersionKind
 from multikueue.integration import workloads
 from multikueue.integration.lifecycle import Decision, Step, decide, finished_status, released_status, suspend_patch
-from multikueue.integration.webhook import WebhookServer
 from multikueue.kube import events
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import KUEUE, WORKLOADS, Objects, Resource
@@ -213,13 +212,13 @@ class IntegrationReconciler:
 
 
 class IntegrationController:
-    """Informers for the integrated kinds and Workloads, the controller over them, and the admission webhook."""
+    """Informers for the integrated kinds and Workloads, and the controller over them (the webhook is served apart:
+    every replica answers admission requests, while only the leader reconciles)."""
 
     def __init__(self, config: Configuration, api: ApiClient, *, observe: ControllerObserver | None = None) -> None:
         self.config = config
         self.observe = observe
         self.api = api
-        self.webhook: WebhookServer | None = None
         self.reconciler: IntegrationReconciler | None = None
         self.started = anyio.Event()
 
@@ -251,23 +250,15 @@ class IntegrationController:
 
         workload_informer = Informer(Objects(self.api, WORKLOADS).source(), on_event=on_workload)
         self.reconciler = IntegrationReconciler(self.config, self.api, kinds, workload_informer)
-        if self.config.dispatcher.webhook is not None:
-            self.webhook = WebhookServer(self.config.dispatcher.webhook, integrations)
-            await self.webhook.start(self.api)
-        try:
-            async with anyio.create_task_group() as tg:
-                informers = [workload_informer, *(i for i, _ in kinds.values())]
-                for informer in informers:
-                    tg.start_soon(informer.run)
-                for informer in informers:
-                    await informer.synced.wait()
-                tg.start_soon(controller.run)
-                log.info("integration started", kinds=[str(g) for g in kinds])
-                self.started.set()
-        finally:
-            if self.webhook is not None:
-                with anyio.CancelScope(shield=True):
-                    await self.webhook.stop()
+        async with anyio.create_task_group() as tg:
+            informers = [workload_informer, *(i for i, _ in kinds.values())]
+            for informer in informers:
+                tg.start_soon(informer.run)
+            for informer in informers:
+                await informer.synced.wait()
+            tg.start_soon(controller.run)
+            log.info("integration started", kinds=[str(g) for g in kinds])
+            self.started.set()
 
     async def _reconcile(self, key: Key) -> Result | None:
         assert self.reconciler is not None

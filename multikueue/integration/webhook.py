@@ -12,11 +12,13 @@ import datetime
 import json
 import ssl
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import structlog
 from aiohttp import web
+from cryptography import x509
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio.client.exceptions import ApiException
 
@@ -50,21 +52,80 @@ def review(request: Object, integrations: dict[GroupVersionKind, Integration]) -
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
 
 
-def _app(integrations: dict[GroupVersionKind, Integration]) -> web.Application:
+def _app(integrations: Callable[[], dict[GroupVersionKind, Integration]]) -> web.Application:
     async def mutate(request: web.Request) -> web.Response:
         try:
             document = await request.json()
         except ValueError:
             return web.json_response({"error": "the body is not JSON"}, status=400)
-        return web.json_response(review(document, integrations))
+        return web.json_response(review(document, integrations()))
 
     app = web.Application(client_max_size=8 * 1024 * 1024)
     app.router.add_post(PATH, mutate)
     return app
 
 
-def serving_material(options: Webhook, work_dir: Path) -> tuple[Path, Path, bytes | None]:
-    """(certificate, key, generated CA or None): supplied files from ``certDir``, else generated for ``hosts``."""
+_RENEW_BEFORE = datetime.timedelta(days=30)
+HOSTS_ANNOTATION = "multikueue.x-k8s.io/webhook-hosts"
+
+
+def _usable(secret: Any, hosts: tuple[str, ...]) -> bool:
+    """A generated Secret for these hosts, valid for more than ``_RENEW_BEFORE``."""
+    data = secret.data or {}
+    if not all(k in data for k in ("ca.crt", "tls.crt", "tls.key")):
+        return False
+    if ((secret.metadata.annotations or {}).get(HOSTS_ANNOTATION)) != ",".join(hosts):
+        return False
+    cert = x509.load_pem_x509_certificate(base64.b64decode(data["tls.crt"]))
+    return cert.not_valid_after_utc - datetime.datetime.now(datetime.UTC) > _RENEW_BEFORE
+
+
+def _generate(hosts: tuple[str, ...]) -> dict[str, str]:
+    ca = CertificateAuthority("multikueue-webhook-ca", validity=datetime.timedelta(days=365))
+    ips = tuple(h for h in hosts if h.replace(".", "").isdigit() or ":" in h)
+    dns = tuple(h for h in hosts if h not in ips)
+    pair = ca.issue(dns[0] if dns else ips[0], dns_names=dns, ip_addresses=ips, server=True)
+    return {k: base64.b64encode(v).decode() for k, v in
+            (("ca.crt", ca.cert_pem), ("tls.crt", pair.cert_pem), ("tls.key", pair.key_pem))}  # fmt: skip
+
+
+async def generated_secret(api: ApiClient, namespace: str, options: Webhook) -> dict[str, bytes]:
+    """The serving certificate every replica shares: read from the Secret, or generated once and stored there.
+
+    Each replica generating its own would leave the caBundle trusting only the last one to start.
+    """
+    core: Any = k8s_client.CoreV1Api(api)
+    name = options.secret_name
+    for _ in range(5):  # a conflict means another replica wrote it first: read theirs
+        try:
+            secret = await core.read_namespaced_secret(name, namespace)
+        except ApiException as e:
+            if e.status != 404:
+                raise
+            secret = None
+        if secret is not None and _usable(secret, options.hosts):
+            return {k: base64.b64decode(v) for k, v in secret.data.items()}
+        body: dict[str, Any] = {"metadata": {"name": name, "namespace": namespace,
+                             "annotations": {HOSTS_ANNOTATION: ",".join(options.hosts)}},
+                "type": "kubernetes.io/tls", "data": _generate(options.hosts)}  # fmt: skip
+        try:
+            if secret is None:
+                await core.create_namespaced_secret(namespace, raw_body(body))
+            else:
+                body["metadata"]["resourceVersion"] = secret.metadata.resource_version
+                await core.replace_namespaced_secret(name, namespace, raw_body(body))
+        except ApiException as e:
+            if e.status != 409:
+                raise
+            continue
+        log.info("webhook serving certificate generated", secret=f"{namespace}/{name}", hosts=list(options.hosts))
+        return {k: base64.b64decode(v) for k, v in body["data"].items()}
+    raise RuntimeError(f"Secret {namespace}/{name}: kept conflicting while writing the webhook certificate")
+
+
+async def serving_material(options: Webhook, api: ApiClient | None, namespace: str, work_dir: Path
+                           ) -> tuple[Path, Path, bytes | None]:  # fmt: skip
+    """(certificate, key, CA to inject or None): files from ``certDir``, else the shared generated Secret."""
     if options.cert_dir is not None:
         directory = Path(options.cert_dir)
         cert, key = directory / "tls.crt", directory / "tls.key"
@@ -72,12 +133,14 @@ def serving_material(options: Webhook, work_dir: Path) -> tuple[Path, Path, byte
         if missing:
             raise FileNotFoundError(f"dispatcher.webhook.certDir: missing {', '.join(missing)}")
         return cert, key, None
-    ca = CertificateAuthority("multikueue-webhook-ca", validity=datetime.timedelta(days=365))
-    ips = tuple(h for h in options.hosts if h.replace(".", "").isdigit() or ":" in h)
-    dns = tuple(h for h in options.hosts if h not in ips)
-    pair = ca.issue(dns[0] if dns else ips[0], dns_names=dns, ip_addresses=ips, server=True)
-    cert_path, key_path = pair.write(work_dir, "webhook")
-    return cert_path, key_path, ca.cert_pem
+    if api is None:
+        raise ValueError("dispatcher.webhook: without certDir the certificate is kept in a Secret: a client is needed")
+    data = await generated_secret(api, namespace, options)
+    cert_path, key_path = work_dir / "tls.crt", work_dir / "tls.key"
+    cert_path.write_bytes(data["tls.crt"])
+    key_path.write_bytes(data["tls.key"])
+    key_path.chmod(0o600)
+    return cert_path, key_path, data["ca.crt"]
 
 
 async def inject_ca_bundle(api: ApiClient, name: str, ca_pem: bytes) -> None:
@@ -99,7 +162,9 @@ async def inject_ca_bundle(api: ApiClient, name: str, ca_pem: bytes) -> None:
 
 
 class WebhookServer:
-    def __init__(self, options: Webhook, integrations: dict[GroupVersionKind, Integration]) -> None:
+    """Serves ``/mutate`` with whatever ``integrations()`` returns now (a configuration reload changes it)."""
+
+    def __init__(self, options: Webhook, integrations: Callable[[], dict[GroupVersionKind, Integration]]) -> None:
         self.options = options
         self.integrations = integrations
         self.port: int | None = None
@@ -107,8 +172,8 @@ class WebhookServer:
         self._runner: web.AppRunner | None = None
         self._dir = tempfile.TemporaryDirectory(prefix="multikueue-webhook-")
 
-    async def start(self, api: ApiClient | None = None) -> None:
-        cert, key, self.ca_pem = serving_material(self.options, Path(self._dir.name))
+    async def start(self, api: ApiClient | None, namespace: str) -> None:
+        cert, key, self.ca_pem = await serving_material(self.options, api, namespace, Path(self._dir.name))
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.load_cert_chain(cert, key)
@@ -118,7 +183,7 @@ class WebhookServer:
         await site.start()
         self.port = self._runner.addresses[0][1]
         log.info("admission webhook serving", address=f"{self.options.host}:{self.port}", path=PATH,
-                 kinds=[str(g) for g in self.integrations])  # fmt: skip
+                 kinds=[str(g) for g in self.integrations()])  # fmt: skip
         if api is not None and self.ca_pem is not None and self.options.configuration_name:
             await inject_ca_bundle(api, self.options.configuration_name, self.ca_pem)
 

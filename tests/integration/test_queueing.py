@@ -1,0 +1,322 @@
+"""A kind made queueable from configuration alone (#10), against the real API servers and CRDs: the webhook served
+here and called by kube-apiserver, the Workload as configured, admission, eviction, a user's own hold, bad input,
+and MultiKueue's prebuilt Workload adopted on a worker. The tests play Kueue's scheduler (admit, evict)."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+import anyio
+import pytest
+import yaml
+from kubernetes_asyncio import client as k8s_client
+
+from multikueue.config import GroupVersionKind, parse_configuration
+from multikueue.integration.workloads import workload_name
+from multikueue.kube.client import ApiClient, raw_body
+from multikueue.kube.resources import WORKLOADS, Objects, Resource
+from multikueue.labels import HELD_ANNOTATION, QUEUE_NAME_LABEL
+from multikueue.manager import Manager
+from multikueue.testing import crds, kueue
+from multikueue.testing.objects import WIDGET_GROUP, pipelinerun, widget_crd
+from multikueue.testing.waiting import eventually
+from tests.integration.scenario import PIPELINERUNS, Scenario
+
+PR = GroupVersionKind("tekton.dev", "v1", "PipelineRun")
+WIDGET = GroupVersionKind(WIDGET_GROUP, "v1", "Widget")
+WIDGETS = Resource(WIDGET_GROUP, "v1", "widgets", "Widget")
+PRIORITY_CLASSES = Resource("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses", "WorkloadPriorityClass",
+                            namespaced=False)  # fmt: skip
+SUCCEEDED = '.status.conditions[?type=="Succeeded"].status'
+REQUESTS = "kueue.konflux-ci.dev/requests-"
+TEKTON_ADAPTER = {
+    "name": "PipelineRun.v1.tekton.dev",
+    "suspended": {"path": ".spec.status", "equals": "PipelineRunPending"},
+    "finished": {"path": SUCCEEDED, "notIn": ["Unknown"]},
+    "failed": {"path": SUCCEEDED, "equals": "False"},
+    "integration": {
+        "suspend": {"path": ".spec.status", "value": "PipelineRunPending", "stopValue": "StoppedRunFinally",
+                    "honorUserSuspend": True},
+        "active": {"path": ".status.startTime", "exists": True},
+        "podSets": [{"name": "pod-set-1", "requests": {"tekton.dev/pipelineruns": "1"},
+                     "requestsFromAnnotations": REQUESTS}],
+    },
+}  # fmt: skip
+WIDGET_ADAPTER = {
+    "name": "Widget.v1.examples.multikueue.x-k8s.io",
+    "finished": {"path": ".status.phase", "equals": "Done"},
+    "integration": {
+        "suspend": {"path": ".spec.suspend", "value": True, "runValue": False},
+        "podSets": [{"name": "workers", "countPath": ".spec.parallelism", "template": ".spec.template"}],
+    },
+}
+DONE = {"startTime": "2026-08-01T10:00:01Z", "completionTime": "2026-08-01T10:05:00Z",
+        "conditions": [{"type": "Succeeded", "status": "True", "reason": "Succeeded", "message": "done",
+                        "lastTransitionTime": "2026-08-01T10:05:00Z"}]}  # fmt: skip
+
+
+def _config(namespace: str, *adapters: dict[str, Any], webhook: dict[str, Any] | None = None) -> str:
+    frameworks = [{"name": a["name"]} for a in adapters]
+    dispatcher: dict[str, Any] = {"namespace": namespace, "adapters": list(adapters)}
+    if webhook is not None:
+        dispatcher["webhook"] = webhook
+    return yaml.safe_dump({"multiKueue": {"externalFrameworks": frameworks}, "dispatcher": dispatcher})
+
+
+@asynccontextmanager
+async def _running(api: ApiClient, text: str, *, role: str = "worker") -> AsyncIterator[Manager]:
+    """This controller on one cluster; ``worker`` runs only the integration (and the webhook, if configured)."""
+    manager = Manager(api, parse_configuration(text), role=role)  # type: ignore[arg-type]
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(manager.run)
+        with anyio.fail_after(30):
+            await manager.started.wait()
+        yield manager
+        tg.cancel_scope.cancel()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@asynccontextmanager
+async def _webhook_configuration(api: ApiClient, namespace: str, port: int) -> AsyncIterator[str]:
+    """The shipped MutatingWebhookConfiguration's rules, pointed at this process and limited to one namespace."""
+    name = f"multikueue-{namespace}"
+    body = {
+        "apiVersion": "admissionregistration.k8s.io/v1", "kind": "MutatingWebhookConfiguration",
+        "metadata": {"name": name},
+        "webhooks": [{
+            "name": "hold.multikueue.x-k8s.io", "clientConfig": {"url": f"https://127.0.0.1:{port}/mutate"},
+            "rules": [{"apiGroups": ["tekton.dev", WIDGET_GROUP], "apiVersions": ["v1"], "operations": ["CREATE"],
+                       "resources": ["pipelineruns", "widgets"]}],
+            "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+            "objectSelector": {"matchExpressions": [{"key": QUEUE_NAME_LABEL, "operator": "Exists"}]},
+            "failurePolicy": "Fail", "sideEffects": "None", "admissionReviewVersions": ["v1"], "timeoutSeconds": 5,
+        }],
+    }  # fmt: skip
+    admission: Any = k8s_client.AdmissionregistrationV1Api(api)
+    await admission.create_mutating_webhook_configuration(raw_body(body))
+    try:
+        yield name
+    finally:
+        await admission.delete_mutating_webhook_configuration(name)
+
+
+async def _workload(api: ApiClient, namespace: str, owner: dict[str, Any], gvk: GroupVersionKind,
+                    until: Any = None, what: str = "its Workload") -> Any:  # fmt: skip
+    name = workload_name(owner["metadata"]["name"], owner["metadata"]["uid"], gvk)
+    test = until or bool
+    return await eventually(lambda: Objects(api, WORKLOADS).get(name, namespace), until=lambda w: w is not None
+                            and test(w), what=what)  # fmt: skip
+
+
+def _condition(obj: Any, kind: str) -> Any:
+    return next((c for c in ((obj or {}).get("status") or {}).get("conditions") or [] if c["type"] == kind), {})
+
+
+def _held(obj: Any) -> bool:
+    return HELD_ANNOTATION in ((obj or {}).get("metadata", {}).get("annotations") or {})
+
+
+async def _events(api: ApiClient, namespace: str, name: str) -> list[Any]:
+    listed = await k8s_client.CoreV1Api(api).list_namespaced_event(namespace)
+    return [e for e in listed.items if e.involved_object.name == name]
+
+
+async def test_the_webhook_holds_a_pipelinerun_whose_workload_runs_it_on_admission(
+    manager_api: ApiClient, namespace: str
+) -> None:
+    api, runs, port = manager_api, Objects(manager_api, PIPELINERUNS), _free_port()
+    priority = f"high-{namespace}"
+    await Objects(api, PRIORITY_CLASSES).create({"apiVersion": "kueue.x-k8s.io/v1beta2",
+        "kind": "WorkloadPriorityClass", "metadata": {"name": priority}, "value": 100})  # fmt: skip
+    configuration = f"multikueue-{namespace}"
+    webhook = {"host": "127.0.0.1", "port": port, "hosts": ["127.0.0.1"], "configurationName": configuration}
+    adapter = {**TEKTON_ADAPTER, "integration": {**TEKTON_ADAPTER["integration"], "suspend": {  # type: ignore[dict-item]
+        "path": ".spec.status", "value": "PipelineRunPending", "stopValue": "StoppedRunFinally"}}}  # fmt: skip
+    try:
+        async with _webhook_configuration(api, namespace, port), _running(api, _config(namespace, adapter,
+                                                                                        webhook=webhook)):  # fmt: skip
+            body = pipelinerun("build", labels={QUEUE_NAME_LABEL: "user-queue",
+                                                "kueue.x-k8s.io/priority-class": priority})  # fmt: skip
+            body["metadata"]["annotations"] = {f"{REQUESTS}cpu": "500m", f"{REQUESTS}memory": "1Gi"}
+            # The caBundle reaches kube-apiserver's webhook cache shortly after the controller starts: until then
+            # the create is refused (failurePolicy Fail), which is what the retry here waits out.
+            created = await eventually(lambda: runs.create(body, namespace), what="the create admitted by the webhook")
+            assert created["spec"]["status"] == "PipelineRunPending"  # held from its first instant
+            assert _held(created)
+            workload = await _workload(api, namespace, created, PR)
+            assert workload["metadata"]["ownerReferences"] == [{
+                "apiVersion": "tekton.dev/v1", "kind": "PipelineRun", "name": "build",
+                "uid": created["metadata"]["uid"], "controller": True, "blockOwnerDeletion": True}]  # fmt: skip
+            assert workload["metadata"]["labels"]["kueue.x-k8s.io/job-uid"] == created["metadata"]["uid"]
+            assert workload["metadata"]["finalizers"] == ["kueue.x-k8s.io/resource-in-use"]
+            spec = workload["spec"]
+            assert (spec["queueName"], spec["priority"], spec["priorityClassRef"]["name"]) == ("user-queue", 100,
+                                                                                             priority)  # fmt: skip
+            [pod_set] = spec["podSets"]
+            assert (pod_set["name"], pod_set["count"]) == ("pod-set-1", 1)
+            requests = pod_set["template"]["spec"]["containers"][0]["resources"]["requests"]
+            assert requests == {"tekton.dev/pipelineruns": "1", "cpu": "500m", "memory": "1Gi"}
+            assert spec.get("active", True) is True
+
+            await kueue.admit(api, workload["metadata"]["name"], namespace)
+            released = await eventually(
+                lambda: runs.get("build", namespace),
+                until=lambda r: "status" not in r["spec"] and not _held(r),
+                what="released",
+            )
+            assert released["spec"]["pipelineSpec"] == created["spec"]["pipelineSpec"]  # nothing else touched
+
+            await runs.patch_status("build", {"status": DONE}, namespace)
+            finished = await _workload(api, namespace, created, PR, what="Finished, finalizer gone",
+                                       until=lambda w: _condition(w, "Finished").get("reason") == "Succeeded"
+                                       and not w["metadata"].get("finalizers"))  # fmt: skip
+            assert _condition(finished, "Finished")["status"] == "True"
+            reasons = [e.reason for e in await _events(api, namespace, "build")]
+            assert {"CreatedWorkload", "Started", "FinishedWorkload"} <= set(reasons)
+
+            await runs.delete("build", namespace)
+            name = finished["metadata"]["name"]
+            await eventually(lambda: Objects(api, WORKLOADS).get(name, namespace), until=lambda w: w is None,
+                             what="the Workload deleted with its PipelineRun")  # fmt: skip
+    finally:
+        await Objects(api, PRIORITY_CLASSES).delete(priority)
+
+
+async def test_without_the_webhook_a_suspend_kind_is_held_stopped_on_eviction_and_run_again(
+    manager_api: ApiClient, namespace: str
+) -> None:
+    api, widgets = manager_api, Objects(manager_api, WIDGETS)
+    await crds.install_crds(api, [widget_crd(strict_status=True)])
+    template = {"spec": {"containers": [{"name": "main", "image": "busybox", "resources": {"requests": {"cpu": "2"}}}]}}
+    async with _running(api, _config(namespace, WIDGET_ADAPTER)):
+        body = {"apiVersion": f"{WIDGET_GROUP}/v1", "kind": "Widget",
+                "metadata": {"name": "w1", "labels": {QUEUE_NAME_LABEL: "user-queue"}},
+                "spec": {"parallelism": 3, "template": template}}  # fmt: skip
+        created = await widgets.create(body, namespace)
+        assert "suspend" not in created["spec"]  # no webhook: created as written
+        await eventually(lambda: widgets.get("w1", namespace), until=lambda w: w["spec"].get("suspend") is True
+                         and _held(w), what="held on first sight (the fallback)")  # fmt: skip
+        workload = await _workload(api, namespace, created, WIDGET)
+        [pod_set] = workload["spec"]["podSets"]
+        assert (pod_set["name"], pod_set["count"], pod_set["template"]) == ("workers", 3, template)
+        name = workload["metadata"]["name"]
+
+        await kueue.admit(api, name, namespace)
+        await eventually(lambda: widgets.get("w1", namespace), until=lambda w: w["spec"].get("suspend") is False
+                         and not _held(w), what="released on admission")  # fmt: skip
+
+        await kueue.evict(api, name, namespace, reason="Preempted", message="Preempted to accommodate a workload")
+        await eventually(lambda: widgets.get("w1", namespace), until=lambda w: w["spec"].get("suspend") is True
+                         and _held(w), what="stopped (suspended) on eviction")  # fmt: skip
+        released = await _workload(
+            api,
+            namespace,
+            created,
+            WIDGET,
+            what="quota released for requeueing",
+            until=lambda w: _condition(w, "QuotaReserved").get("status") == "False",
+        )
+        assert _condition(released, "Requeued")["status"] == "True"
+        assert _condition(released, "Admitted")["status"] == "False"
+        assert "admission" not in released["status"]
+
+        await kueue.admit(api, name, namespace)
+        await eventually(lambda: widgets.get("w1", namespace), until=lambda w: w["spec"].get("suspend") is False,
+                         what="runs again on re-admission")  # fmt: skip
+
+
+async def test_a_users_own_hold_is_never_undone_and_bad_requests_are_said_on_the_object(
+    manager_api: ApiClient, namespace: str
+) -> None:
+    api, runs = manager_api, Objects(manager_api, PIPELINERUNS)
+    async with _running(api, _config(namespace, TEKTON_ADAPTER)):
+        held = pipelinerun("mine", labels={QUEUE_NAME_LABEL: "user-queue"}, status="PipelineRunPending")
+        created = await runs.create(held, namespace)
+        workload = await _workload(api, namespace, created, PR, what="an inactive Workload",
+                                   until=lambda w: w["spec"].get("active") is False)  # fmt: skip
+        current = await runs.get("mine", namespace)
+        assert current is not None
+        assert current["spec"]["status"] == "PipelineRunPending"
+        assert not _held(current)  # still the user's hold, not ours
+
+        await runs.patch("mine", {"spec": {"status": None}}, namespace)  # the user lets go
+        await _workload(api, namespace, created, PR, until=lambda w: w["spec"].get("active") is True,
+                        what="activated once the user lets go")  # fmt: skip
+        queued = await eventually(lambda: runs.get("mine", namespace), until=_held, what="held for the queue")
+        assert queued["spec"]["status"] == "PipelineRunPending"
+        await kueue.admit(api, workload["metadata"]["name"], namespace)
+        await eventually(lambda: runs.get("mine", namespace), until=lambda r: "status" not in r["spec"],
+                         what="released on admission")  # fmt: skip
+
+        bad = pipelinerun("greedy", labels={QUEUE_NAME_LABEL: "user-queue"})
+        bad["metadata"]["annotations"] = {f"{REQUESTS}cpu": "lots"}
+        created = await runs.create(bad, namespace)
+
+        async def warnings() -> list[str]:
+            return [e.message for e in await _events(api, namespace, "greedy") if e.reason == "ErrWorkloadCompose"]
+
+        [message] = await eventually(warnings, what="a Warning on the object")
+        assert f"annotation {REQUESTS}cpu" in message
+        assert "'lots'" in message
+        await runs.patch("greedy", {"metadata": {"annotations": {f"{REQUESTS}cpu": "4"}}}, namespace)
+        fixed = await _workload(api, namespace, created, PR, what="the Workload once the annotation is fixed")
+        assert fixed["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"]["requests"]["cpu"] == "4"
+
+
+@pytest.mark.parametrize(
+    "multikueue_config",
+    [
+        yaml.safe_dump(
+            {
+                "multiKueue": {"gcInterval": "2s", "workerLostTimeout": "10s"},
+                "dispatcher": {"adapters": [TEKTON_ADAPTER]},
+            }
+        )
+    ],
+)
+async def test_multikueue_end_to_end_with_the_integration_on_the_manager_and_a_worker(scenario: Scenario) -> None:
+    """No test-made Workload: the manager's integration makes it, the worker's adopts MultiKueue's prebuilt copy."""
+    s = scenario
+    ns = s.namespace
+    worker_config = _config(ns, TEKTON_ADAPTER)
+    async with _running(s.api["worker1"], worker_config):
+        body = pipelinerun("hello", labels={QUEUE_NAME_LABEL: "user-queue"}, managedBy=kueue.MANAGED_BY)
+        created = await s.runs("manager").create(body, ns)
+        workload = await _workload(s.api["manager"], ns, created, PR, what="the manager's Workload")
+        name = workload["metadata"]["name"]
+        held = await s.get(s.runs("manager"), "hello")
+        assert held["spec"]["status"] == "PipelineRunPending"  # managedBy: nothing else runs it
+        assert _held(held)
+
+        await kueue.reserve_quota(s.api["manager"], name, ns, checks=[s.names["check"]])
+        await s.copied(name, "worker1")
+        await kueue.admit(s.api["worker1"], name, ns)
+        copy = await s.wait(s.runs("worker1"), "hello", lambda r: r is not None, "the copy on worker1")
+        worker_workload = await s.wait(s.workloads("worker1"), name, lambda w: (w or {}).get("metadata", {}).get(
+            "ownerReferences"), "the prebuilt Workload adopted on worker1")  # fmt: skip
+        assert worker_workload["metadata"]["ownerReferences"][0]["uid"] == copy["metadata"]["uid"]
+        await s.wait(s.runs("worker1"), "hello", lambda r: "status" not in r["spec"] and not _held(r),
+                     "the copy released by the worker's integration")  # fmt: skip
+
+        await s.check_state(name, state="Ready")
+        await kueue.admit(s.api["manager"], name, ns)  # the manager's Kueue: every check Ready → Admitted
+        await s.wait(s.runs("manager"), "hello", lambda r: "status" not in r["spec"] and not _held(r),
+                     "the manager object released (only its suspend field changes)")  # fmt: skip
+        manager_copy = await s.get(s.runs("manager"), "hello")
+        assert manager_copy["spec"]["managedBy"] == kueue.MANAGED_BY
+
+        await s.runs("worker1").patch_status("hello", {"status": DONE}, ns)  # Tekton on worker1
+        await s.wait(s.runs("manager"), "hello", lambda r: _condition(r, "Succeeded").get("status") == "True",
+                     "the worker's final status on the manager")  # fmt: skip
+        await s.wait(s.workloads("manager"), name, lambda w: _condition(w, "Finished").get("status") == "True"
+                     and not w["metadata"].get("finalizers"), "the manager Workload finished")  # fmt: skip
+        await s.wait(s.runs("worker1"), "hello", lambda r: r is None, "nothing left on worker1")
+        await s.wait(s.workloads("worker1"), name, lambda w: w is None, "no Workload left on worker1")
