@@ -7,7 +7,7 @@ from __future__ import annotations
 import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any
+from typing import Any, Literal
 
 import anyio
 import pytest
@@ -67,9 +67,10 @@ def _config(namespace: str, *adapters: dict[str, Any], webhook: dict[str, Any] |
 
 
 @asynccontextmanager
-async def _running(api: ApiClient, text: str, *, role: str = "worker") -> AsyncIterator[Manager]:
+async def _running(api: ApiClient, text: str, *, role: Literal["manager", "worker"] = "worker"
+                   ) -> AsyncIterator[Manager]:  # fmt: skip
     """This controller on one cluster; ``worker`` runs only the integration (and the webhook, if configured)."""
-    manager = Manager(api, parse_configuration(text), role=role)  # type: ignore[arg-type]
+    manager = Manager(api, parse_configuration(text), role=role)
     async with anyio.create_task_group() as tg:
         tg.start_soon(manager.run)
         with anyio.fail_after(30):
@@ -120,6 +121,10 @@ def _condition(obj: Any, kind: str) -> Any:
     return next((c for c in ((obj or {}).get("status") or {}).get("conditions") or [] if c["type"] == kind), {})
 
 
+async def _get(objects: Objects, name: str, namespace: str) -> Any:
+    return await objects.get(name, namespace)
+
+
 def _held(obj: Any) -> bool:
     return HELD_ANNOTATION in ((obj or {}).get("metadata", {}).get("annotations") or {})
 
@@ -168,7 +173,7 @@ async def test_the_webhook_holds_a_pipelinerun_whose_workload_runs_it_on_admissi
 
             await kueue.admit(api, workload["metadata"]["name"], namespace)
             released = await eventually(
-                lambda: runs.get("build", namespace),
+                lambda: _get(runs, "build", namespace),
                 until=lambda r: "status" not in r["spec"] and not _held(r),
                 what="released",
             )
@@ -202,7 +207,7 @@ async def test_without_the_webhook_a_suspend_kind_is_held_stopped_on_eviction_an
                 "spec": {"parallelism": 3, "template": template}}  # fmt: skip
         created = await widgets.create(body, namespace)
         assert "suspend" not in created["spec"]  # no webhook: created as written
-        await eventually(lambda: widgets.get("w1", namespace), until=lambda w: w["spec"].get("suspend") is True
+        await eventually(lambda: _get(widgets, "w1", namespace), until=lambda w: w["spec"].get("suspend") is True
                          and _held(w), what="held on first sight (the fallback)")  # fmt: skip
         workload = await _workload(api, namespace, created, WIDGET)
         [pod_set] = workload["spec"]["podSets"]
@@ -210,11 +215,11 @@ async def test_without_the_webhook_a_suspend_kind_is_held_stopped_on_eviction_an
         name = workload["metadata"]["name"]
 
         await kueue.admit(api, name, namespace)
-        await eventually(lambda: widgets.get("w1", namespace), until=lambda w: w["spec"].get("suspend") is False
+        await eventually(lambda: _get(widgets, "w1", namespace), until=lambda w: w["spec"].get("suspend") is False
                          and not _held(w), what="released on admission")  # fmt: skip
 
         await kueue.evict(api, name, namespace, reason="Preempted", message="Preempted to accommodate a workload")
-        await eventually(lambda: widgets.get("w1", namespace), until=lambda w: w["spec"].get("suspend") is True
+        await eventually(lambda: _get(widgets, "w1", namespace), until=lambda w: w["spec"].get("suspend") is True
                          and _held(w), what="stopped (suspended) on eviction")  # fmt: skip
         released = await _workload(
             api,
@@ -229,7 +234,7 @@ async def test_without_the_webhook_a_suspend_kind_is_held_stopped_on_eviction_an
         assert "admission" not in released["status"]
 
         await kueue.admit(api, name, namespace)
-        await eventually(lambda: widgets.get("w1", namespace), until=lambda w: w["spec"].get("suspend") is False,
+        await eventually(lambda: _get(widgets, "w1", namespace), until=lambda w: w["spec"].get("suspend") is False,
                          what="runs again on re-admission")  # fmt: skip
 
 
@@ -250,10 +255,10 @@ async def test_a_users_own_hold_is_never_undone_and_bad_requests_are_said_on_the
         await runs.patch("mine", {"spec": {"status": None}}, namespace)  # the user lets go
         await _workload(api, namespace, created, PR, until=lambda w: w["spec"].get("active") is True,
                         what="activated once the user lets go")  # fmt: skip
-        queued = await eventually(lambda: runs.get("mine", namespace), until=_held, what="held for the queue")
+        queued = await eventually(lambda: _get(runs, "mine", namespace), until=_held, what="held for the queue")
         assert queued["spec"]["status"] == "PipelineRunPending"
         await kueue.admit(api, workload["metadata"]["name"], namespace)
-        await eventually(lambda: runs.get("mine", namespace), until=lambda r: "status" not in r["spec"],
+        await eventually(lambda: _get(runs, "mine", namespace), until=lambda r: "status" not in r["spec"],
                          what="released on admission")  # fmt: skip
 
         bad = pipelinerun("greedy", labels={QUEUE_NAME_LABEL: "user-queue"})
