@@ -250,8 +250,8 @@ class Manager:
 
             def on_object(kind: str, obj: Object, gvk: GroupVersionKind = gvk, direct: bool = direct) -> None:
                 if direct:
-                    if kind == DELETED and self.direct_reconciler is not None:
-                        self.direct_reconciler.forget_deleted(gvk, obj)
+                    if self.direct_reconciler is not None:
+                        self.direct_reconciler.observe(gvk, kind, obj)
                     direct_controller.enqueue((gvk, ObjectKey.of(obj)))
                 elif (workload := owned_by.get(obj["metadata"].get("uid", ""))) is not None:
                     workload_controller.enqueue(workload)

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -37,7 +38,7 @@ from multikueue.kube.resources import Objects, Resource
 from multikueue.labels import ORIGIN_LABEL, PLACEMENT_AVOID, PLACEMENT_PHASE, PLACEMENT_WORKER
 from multikueue.metrics import Metrics
 from multikueue.runtime.controller import Result
-from multikueue.runtime.informer import Informer, ObjectKey
+from multikueue.runtime.informer import DELETED, Informer, ObjectKey
 
 log = structlog.get_logger(__name__)
 Object = dict[str, Any]
@@ -82,9 +83,24 @@ class DirectReconciler:
         self.waiting: dict[GroupVersionKind, set[ObjectKey]] = {g: set() for g in kinds}
         self.started_at = time.monotonic()
         self._placing = anyio.Lock()  # one decision at a time: each sees the loads the previous one wrote
+        # Objects placed and not finished, per worker, kept from the informer's events: a decision reads the counts
+        # in O(workers) instead of scanning every object of the kind (O(N): drain fell from 43/s to 25/s at 5,000).
+        self._placed: dict[GroupVersionKind, dict[ObjectKey, str]] = {g: {} for g in kinds}
+        self._load: dict[GroupVersionKind, Counter[str]] = {g: Counter() for g in kinds}
 
-    def forget_deleted(self, gvk: GroupVersionKind, obj: Object) -> None:
-        self.deleted[(gvk, ObjectKey.of(obj))] = obj
+    def observe(self, gvk: GroupVersionKind, kind: str, obj: Object) -> None:
+        """Every event of the kind's informer (and this process's own writes): the load counts, and deletions."""
+        key = ObjectKey.of(obj)
+        if kind == DELETED:
+            self.deleted[(gvk, key)] = obj
+        placed, load = self._placed[gvk], self._load[gvk]
+        previous = placed.pop(key, None)
+        if previous is not None:
+            load[previous] -= 1
+        notes = notes_of(obj)
+        if kind != DELETED and notes.get(PLACEMENT_PHASE) == PLACED and notes.get(PLACEMENT_WORKER):
+            placed[key] = notes[PLACEMENT_WORKER]
+            load[notes[PLACEMENT_WORKER]] += 1
 
     def wake(self, gvk: GroupVersionKind) -> None:
         """Capacity freed or a worker changed: the objects waiting for a worker get another look."""
@@ -284,12 +300,7 @@ class DirectReconciler:
     # ------------------------------------------------------------------------------------- helpers
 
     def _worker_views(self, gvk: GroupVersionKind) -> list[WorkerView]:
-        informer, _ = self.kinds[gvk]
-        running: dict[str, int] = {}
-        for obj in informer.items():
-            notes = notes_of(obj)
-            if notes.get(PLACEMENT_PHASE) == PLACED and notes.get(PLACEMENT_WORKER):
-                running[notes[PLACEMENT_WORKER]] = running.get(notes[PLACEMENT_WORKER], 0) + 1
+        running = self._load[gvk]
         connections = self.connections()
         views = []
         for cluster in self.clusters.items():
@@ -314,6 +325,7 @@ class DirectReconciler:
         patch = {"metadata": {"annotations": changes, "resourceVersion": meta["resourceVersion"]}}
         updated = await Objects(self.api, resource).patch(meta["name"], patch, meta["namespace"])
         informer.remember(updated)
+        self.observe(gvk, "MODIFIED", updated)
         return updated
 
     async def _tell(

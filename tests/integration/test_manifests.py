@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +10,8 @@ import anyio
 import yaml
 from kubernetes_asyncio import client as k8s_client
 
+from multikueue.config import GroupVersionKind, parse_configuration
+from multikueue.integration.workloads import workload_name
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
 from multikueue.kube.events import record
 from multikueue.kube.resources import WORKLOADS, Objects, Resource
@@ -34,7 +37,12 @@ async def kubectl(bed: TestBed, cluster: str, *args: str) -> str:
 
 async def test_the_manifests_pass_server_side_dry_run(testbed: TestBed) -> None:
     # A dry run persists nothing, so the namespace the other objects live in must exist for real first.
-    for cluster, kustomization in (("manager", "manager"), ("worker1", "worker")):
+    for cluster, kustomization in (
+        ("manager", "manager"),
+        ("worker1", "worker"),
+        ("manager", "integration"),
+        ("worker2", "worker-integration"),
+    ):
         await kubectl(testbed, cluster, "apply", "--server-side", "-f", str(CONFIG / "manager" / "namespace.yaml"))
         output = await kubectl(
             testbed, cluster, "apply", "--server-side", "--dry-run=server", "-k", str(CONFIG / kustomization)
@@ -101,6 +109,10 @@ async def test_the_shipped_rbac_is_exactly_enough_to_dispatch(
             tg.cancel_scope.cancel()
     finally:
         await kueue.multikueue_teardown(manager_api, names)
+        # A managedBy PipelineRun left behind would be placed by a later test's direct-mode controller.
+        await k8s_client.CustomObjectsApi(manager_api).delete_collection_namespaced_custom_object(
+            "tekton.dev", "v1", namespace, "pipelineruns"
+        )
 
 
 async def _invalid_edit_is_reported(manager_api: ApiClient, source: ConfigSource) -> None:
@@ -170,3 +182,59 @@ async def _dispatch_one(
         timeout=60,
         what="run removed from worker2",
     )
+
+
+async def test_the_shipped_integration_rbac_is_exactly_enough_to_queue(
+    testbed: TestBed, namespace: str, worker1_api: ApiClient, tmp_path: Path
+) -> None:
+    """config/integration applied for real (on worker1, as ``--role worker`` would run there); the webhook's
+    certificate Secret and caBundle, the Workload's life and the object's patches all as the shipped account."""
+    await kubectl(testbed, "worker1", "apply", "--server-side", "-k", str(CONFIG / "integration"))
+    admission: Any = k8s_client.AdmissionregistrationV1Api(worker1_api)
+    port = _free_port()
+    # The shipped webhook points at a Service (no pods here): aim it at this process, for this test's namespace only.
+    aimed = {"webhooks": [{
+        "name": "hold.multikueue.x-k8s.io",
+        "clientConfig": {"url": f"https://127.0.0.1:{port}/mutate", "service": None},
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}}}]}  # fmt: skip
+    await admission.patch_mutating_webhook_configuration(
+        "multikueue-mutating-webhook", aimed, _content_type="application/strategic-merge-patch+json"
+    )
+    account = await mint_service_account_kubeconfig(
+        worker1_api, testbed.cluster("worker1"), namespace=SYSTEM, name="multikueue-controller"
+    )
+    text = (CONFIG.parent / "examples" / "tekton" / "integration-config.yaml").read_text()
+    document = yaml.safe_load(text)
+    document["dispatcher"]["webhook"] = {"host": "127.0.0.1", "port": port, "hosts": ["127.0.0.1"]}
+    config = parse_configuration(yaml.safe_dump(document))
+    runs, workloads = Objects(worker1_api, PIPELINERUNS), Objects(worker1_api, WORKLOADS)
+    try:
+        async with (
+            await api_client_from_kubeconfig(account, temp_dir=tmp_path) as restricted,
+            anyio.create_task_group() as tg,
+        ):
+            manager = Manager(restricted, config, role="worker")
+            tg.start_soon(manager.run)
+            with anyio.fail_after(60):
+                await manager.started.wait()
+            body = pipelinerun("queued", labels={"kueue.x-k8s.io/queue-name": "user-queue"})
+            created = await eventually(lambda: runs.create(body, namespace), timeout=60, what="admitted by the webhook")
+            assert created["spec"]["status"] == "PipelineRunPending"
+            name = workload_name("queued", created["metadata"]["uid"], GroupVersionKind("tekton.dev", "v1",
+                                                                                     "PipelineRun"))  # fmt: skip
+            await eventually(lambda: workloads.get(name, namespace), timeout=60, what="its Workload")
+            await kueue.admit(worker1_api, name, namespace)
+            await eventually(lambda: runs.get("queued", namespace), until=lambda r: r is not None
+                             and "status" not in r["spec"], timeout=60, what="released")  # fmt: skip
+            await runs.delete("queued", namespace)
+            await eventually(lambda: workloads.get(name, namespace), until=lambda w: w is None, timeout=60,
+                             what="its Workload deleted")  # fmt: skip
+            tg.cancel_scope.cancel()
+    finally:
+        await admission.delete_mutating_webhook_configuration("multikueue-mutating-webhook")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])

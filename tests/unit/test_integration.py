@@ -271,3 +271,19 @@ dispatcher: {adapters: [{name: PipelineRun.v1.tekton.dev, mode: Direct,
 """
     with pytest.raises(ConfigError, match=r"adapters\[0\]\.integration: queues the kind with Kueue"):
         parse_configuration(text)
+
+
+def test_the_shipped_example_parses_and_makes_tekton_kueues_workload() -> None:
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "examples" / "tekton" / "integration-config.yaml").read_text()
+    config = parse_configuration(text)
+    integration = config.integrations[PR]
+    obj = _run(annotations={"kueue.konflux-ci.dev/requests-cpu": "1"})
+    body = workloads.build(obj, PR, integration, active=True, priority=None)
+    [pod_set] = body["spec"]["podSets"]
+    container = pod_set["template"]["spec"]["containers"][0]
+    assert (pod_set["name"], pod_set["count"], container["name"], container["image"]) == ("pod-set-1", 1, "dummy",
+                                                                                          "dummy")  # fmt: skip
+    assert container["resources"]["requests"] == {"tekton.dev/pipelineruns": "1", "cpu": "1"}
+    assert config.dispatcher.webhook is not None
