@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test bench bench-all lint typecheck pytest e2e e2e-images docker-engine binaries clean
+.PHONY: run test bench bench-all lint typecheck pytest e2e interop e2e-images docker-engine binaries clean
 
 run: $(VENV)/.installed binaries
 	$(BIN)/multikueue demo
@@ -37,9 +37,13 @@ e2e: $(VENV)/.installed binaries
 	for provider in $$providers; do \
 		if [ "$$provider" = testcontainers ]; then echo "==> e2e images (debootstrap base once, then the Dockerfile)"; $(BIN)/python -m e2e.images || exit 1; fi; \
 		echo "==> e2e on $$provider"; \
-		MULTIKUEUE_E2E_PROVIDER=$$provider $(BIN)/pytest e2e -o timeout=900 --durations=5 || exit 1; \
+		MULTIKUEUE_E2E_PROVIDER=$$provider $(BIN)/pytest e2e --ignore=e2e/interop -o timeout=900 --durations=5 || exit 1; \
 	done
 
+# The interop profile (e2e/interop, #9): real Kueue built from its Go module (cached; ~10 min cold) on every cluster.
+interop: $(VENV)/.installed binaries
+	@echo "==> interop: real Kueue on manager, worker1, worker2"
+	$(BIN)/pytest e2e/interop -o timeout=1800 --durations=5
 # The benchmark (bench/README.md): BENCH_ARGS for one run, e.g. BENCH_ARGS="--mode direct --workers 5 --objects 1000";
 # `make bench-all` runs the committed matrix. Results land in bench/results/ (JSON, README.md table, plot.png).
 BENCH_ARGS ?= --mode kueue --workers 3 --objects 1000

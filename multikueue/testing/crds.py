@@ -114,6 +114,12 @@ def kueue_crds() -> list[dict[str, Any]]:
     return [prepare_crd(d) for d in _load(bases / f"kueue.x-k8s.io_{n}.yaml" for n in KUEUE_CRD_FILES)]
 
 
+def all_kueue_crds() -> list[dict[str, Any]]:
+    """Every CRD real Kueue watches (the interop profile; the default bed needs only ``KUEUE_CRD_FILES``)."""
+    bases = KUEUE.directory() / "config" / "components" / "crd" / "bases"
+    return [prepare_crd(d) for d in _load(sorted(bases.glob("kueue.x-k8s.io_*.yaml")))]
+
+
 def tekton_crds() -> list[dict[str, Any]]:
     crds = TEKTON.directory() / "config" / "300-crds"
     return [prepare_crd(d) for d in _load(crds / n for n in TEKTON_CRD_FILES)]

@@ -1,0 +1,195 @@
+"""With real Kueue on the manager and both workers: quota, admission checks and worker admission are Kueue's own,
+Workloads are made by this project's integration (the documented stand-in for tekton-kueue, which is not built
+here), and the tests play only Tekton's part (no Tekton controller, no pods)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, Literal
+
+import anyio
+import pytest
+import yaml
+from kubernetes_asyncio import client as k8s_client
+
+from multikueue.config import GroupVersionKind, parse_configuration
+from multikueue.integration.workloads import workload_name
+from multikueue.kube.client import ApiClient, raw_body
+from multikueue.kube.resources import WORKLOADS, Objects, Resource
+from multikueue.manager import Manager
+from multikueue.testing import kueue
+from multikueue.testing.objects import pipelinerun, running_status
+from multikueue.testing.waiting import eventually, wait_until
+
+CONTROLLER = "multikueue.x-k8s.io/external-dispatcher"
+PR = GroupVersionKind("tekton.dev", "v1", "PipelineRun")
+PIPELINERUNS = Resource("tekton.dev", "v1", "pipelineruns", "PipelineRun")
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+RESOURCE_FLAVORS = Resource("kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor", namespaced=False)
+CLUSTER_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue", namespaced=False)
+LOCAL_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
+CONFIG = (Path(__file__).parents[2] / "examples" / "tekton" / "integration-config.yaml").read_text()
+DONE = {"startTime": "2026-08-01T10:00:01Z", "completionTime": "2026-08-01T10:05:00Z",
+        "conditions": [{"type": "Succeeded", "status": "True", "reason": "Succeeded",
+                        "message": "Tasks Completed: 1 (Failed: 0, Cancelled 0), Skipped: 0",
+                        "lastTransitionTime": "2026-08-01T10:05:00Z"}]}  # fmt: skip
+
+
+def _config(namespace: str) -> str:
+    document = yaml.safe_load(CONFIG)
+    document["dispatcher"].pop("webhook")  # the manager object is managedBy: held on first sight, exactly
+    document["dispatcher"]["namespace"] = namespace
+    document["multiKueue"].update(gcInterval="2s", workerLostTimeout="30s")
+    return yaml.safe_dump(document)
+
+
+async def _queues(api: ApiClient, namespace: str, *, check: str | None) -> None:
+    """A flavor, a ClusterQueue covering the synthetic requests (with the admission check on the manager), and
+    the LocalQueue ``user-queue``. Cluster-scoped names carry the namespace, so tests do not share quota."""
+    flavor, queue = f"{namespace}-default", f"{namespace}-cq"
+    await Objects(api, RESOURCE_FLAVORS).create({"apiVersion": KUEUE_API, "kind": "ResourceFlavor",
+                                                 "metadata": {"name": flavor}})  # fmt: skip
+    resources = [{"name": "cpu", "nominalQuota": "8"}, {"name": "memory", "nominalQuota": "16Gi"},
+                 {"name": "tekton.dev/pipelineruns", "nominalQuota": "5"}]  # fmt: skip
+    spec: dict[str, Any] = {
+        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
+        "resourceGroups": [{"coveredResources": [r["name"] for r in resources],
+                            "flavors": [{"name": flavor, "resources": resources}]}],
+    }  # fmt: skip
+    if check is not None:
+        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": check}]}
+    await Objects(api, CLUSTER_QUEUES).create({"apiVersion": KUEUE_API, "kind": "ClusterQueue",
+                                               "metadata": {"name": queue}, "spec": spec})  # fmt: skip
+    await Objects(api, LOCAL_QUEUES).create({"apiVersion": KUEUE_API, "kind": "LocalQueue",
+                                             "metadata": {"name": "user-queue"}, "spec": {"clusterQueue": queue}},
+                                            namespace)  # fmt: skip
+
+
+@asynccontextmanager
+async def _controller(api: ApiClient, text: str, role: Literal["manager", "worker"], tmp: Path
+                      ) -> AsyncIterator[Manager]:  # fmt: skip
+    manager = Manager(api, parse_configuration(text), role=role, temp_dir=tmp)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(manager.run)
+        with anyio.fail_after(60):
+            await manager.started.wait()
+        yield manager
+        tg.cancel_scope.cancel()
+
+
+@pytest.fixture
+async def namespace(clients: dict[str, ApiClient]) -> str:
+    import uuid
+
+    name = f"interop-{uuid.uuid4().hex[:6]}"
+    for api in clients.values():
+        await k8s_client.CoreV1Api(api).create_namespace(raw_body({"metadata": {"name": name}}))
+    return name
+
+
+@pytest.fixture
+async def fleet(clients: dict[str, ApiClient], namespace: str, kueue_bed: Any, tmp_path: Path
+                ) -> AsyncIterator[dict[str, str]]:  # fmt: skip
+    """Queues on every cluster, the MultiKueue objects on the manager, and this controller on all three."""
+    bed, _ = kueue_bed
+    names = await kueue.multikueue_setup(
+        clients["manager"], namespace=namespace, prefix=namespace, controller_name=CONTROLLER,
+        workers={w: bed.cluster(w).kubeconfig for w in ("worker1", "worker2")},
+    )  # fmt: skip
+    await _queues(clients["manager"], namespace, check=names["check"])
+    for worker in ("worker1", "worker2"):
+        await _queues(clients[worker], namespace, check=None)
+    text = _config(namespace)
+    async with (
+        _controller(clients["manager"], text, "manager", tmp_path / "m") as manager,
+        _controller(clients["worker1"], text, "worker", tmp_path / "w1"),
+        _controller(clients["worker2"], text, "worker", tmp_path / "w2"),
+    ):
+        connections = manager.cluster_reconciler.connections if manager.cluster_reconciler else {}
+        for worker in ("worker1", "worker2"):
+            await wait_until(lambda w=worker: bool(connections.get(names[w]) and connections[names[w]].connected),  # type: ignore[misc]
+                             timeout=60, what=f"{worker} connected")  # fmt: skip
+        yield names
+
+
+def _condition(obj: Any, kind: str) -> dict[str, Any]:
+    return next((c for c in ((obj or {}).get("status") or {}).get("conditions") or [] if c["type"] == kind), {})
+
+
+async def _get(api: ApiClient, resource: Resource, name: str, namespace: str) -> Any:
+    return await Objects(api, resource).get(name, namespace)
+
+
+async def _submit(clients: dict[str, ApiClient], namespace: str, name: str) -> tuple[Any, str]:
+    body = pipelinerun(name, labels={"kueue.x-k8s.io/queue-name": "user-queue"}, managedBy=kueue.MANAGED_BY)
+    body["metadata"]["annotations"] = {"kueue.konflux-ci.dev/requests-cpu": "2"}
+    created = await Objects(clients["manager"], PIPELINERUNS).create(body, namespace)
+    return created, workload_name(name, created["metadata"]["uid"], PR)
+
+
+async def _running_on_a_worker(clients: dict[str, ApiClient], namespace: str, name: str, wl: str) -> str:
+    """Real Kueue reserves quota on the manager; the copies race on both workers' real Kueue; one wins."""
+
+    async def winner() -> str | None:
+        for worker in ("worker1", "worker2"):
+            run = await _get(clients[worker], PIPELINERUNS, name, namespace)
+            if run is not None and "status" not in run["spec"]:
+                return worker  # the copy, released by that worker's integration on its Kueue's admission
+        return None
+
+    worker = await eventually(winner, timeout=90, what=f"{name} released on a worker")
+    assert worker is not None
+    admitted = await _get(clients[worker], WORKLOADS, wl, namespace)
+    assert _condition(admitted, "Admitted")["status"] == "True"  # by that worker's Kueue
+    assert admitted["metadata"]["ownerReferences"][0]["kind"] == "PipelineRun"  # adopted there
+    manager_run = await eventually(lambda: _get(clients["manager"], PIPELINERUNS, name, namespace),
+                                   until=lambda r: "status" not in r["spec"], timeout=90,
+                                   what="the manager run released once Kueue admits its Workload")  # fmt: skip
+    assert manager_run["spec"]["managedBy"] == kueue.MANAGED_BY
+    return worker
+
+
+async def test_a_pipelinerun_runs_through_real_kueue_and_comes_back_finished(
+    clients: dict[str, ApiClient], namespace: str, fleet: dict[str, str]
+) -> None:
+    created, wl = await _submit(clients, namespace, "hello")
+    workload = await eventually(lambda: _get(clients["manager"], WORKLOADS, wl, namespace),
+                                until=lambda w: _condition(w, "QuotaReserved").get("status") == "True", timeout=90,
+                                what="quota reserved by the manager's Kueue")  # fmt: skip
+    assert workload["status"]["admission"]["podSetAssignments"][0]["resourceUsage"]["cpu"] == "2"
+    worker = await _running_on_a_worker(clients, namespace, "hello", wl)
+    other = "worker2" if worker == "worker1" else "worker1"
+    await eventually(lambda: _get(clients[other], WORKLOADS, wl, namespace), until=lambda w: w is None, timeout=60,
+                     what="the losing copy removed")  # fmt: skip
+
+    await Objects(clients[worker], PIPELINERUNS).patch_status("hello", {"status": running_status("hello")}, namespace)
+    await eventually(lambda: _get(clients["manager"], PIPELINERUNS, "hello", namespace),
+                     until=lambda r: _condition(r, "Succeeded").get("reason") == "Running", timeout=60,
+                     what="running status mirrored")  # fmt: skip
+    await Objects(clients[worker], PIPELINERUNS).patch_status("hello", {"status": DONE}, namespace)
+    await eventually(lambda: _get(clients["manager"], WORKLOADS, wl, namespace),
+                     until=lambda w: _condition(w, "Finished").get("reason") == "Succeeded", timeout=90,
+                     what="the manager Workload finished")  # fmt: skip
+    run = await _get(clients["manager"], PIPELINERUNS, "hello", namespace)
+    assert _condition(run, "Succeeded")["status"] == "True"
+    for cluster in ("worker1", "worker2"):
+        await eventually(lambda c=cluster: _get(clients[c], PIPELINERUNS, "hello", namespace),  # type: ignore[misc]
+                         until=lambda r: r is None, timeout=90, what=f"nothing left on {cluster}")  # fmt: skip
+        await eventually(lambda c=cluster: _get(clients[c], WORKLOADS, wl, namespace),  # type: ignore[misc]
+                         until=lambda w: w is None, timeout=90, what=f"no Workload left on {cluster}")  # fmt: skip
+    assert created["metadata"]["uid"] == run["metadata"]["uid"]
+
+
+async def test_a_cancel_on_the_manager_reaches_the_running_copy(
+    clients: dict[str, ApiClient], namespace: str, fleet: dict[str, str]
+) -> None:
+    _, wl = await _submit(clients, namespace, "stop-me")
+    worker = await _running_on_a_worker(clients, namespace, "stop-me", wl)
+    await Objects(clients[worker], PIPELINERUNS).patch_status("stop-me", {"status": running_status("stop-me")},
+                                                             namespace)  # fmt: skip
+    await Objects(clients["manager"], PIPELINERUNS).patch("stop-me", {"spec": {"status": "Cancelled"}}, namespace)
+    await eventually(lambda: _get(clients[worker], PIPELINERUNS, "stop-me", namespace),
+                     until=lambda r: (r or {}).get("spec", {}).get("status") == "Cancelled", timeout=60,
+                     what="Cancelled carried to the worker's copy")  # fmt: skip

@@ -1,0 +1,202 @@
+"""Upstream components built from their Go modules and run against the test bed: the interop profile (#9).
+
+Kueue is built with a wrapper module (``go install pkg@version`` asks the proxy for the module's version list,
+which this machine's proxy refuses) and Kueue's own go.sum (some of its dependencies are missing from the checksum
+database here). Each cluster gets its own Kueue process: webhooks served on 127.0.0.1 with a certificate from the
+bed's PKI, Kueue's webhook configurations from its module rewritten to point there, leader election off.
+Any step that cannot be done raises ``ComponentUnavailable`` naming the component and why.
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+import ssl
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes_asyncio import client as k8s_client
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from multikueue.kube.client import ApiClient, raw_body
+from multikueue.pki import CertificateAuthority
+from multikueue.testing import crds, processes
+from multikueue.testing.binaries import cache_root
+from multikueue.testing.testbed import Cluster, free_port
+
+KUEUE_NAMESPACE = "kueue-system"
+# Hard-coded in Kueue's cmd/kueue/main.go when internal certificate management is off: it exits without them.
+KUEUE_METRICS_CERTS = Path("/etc/kueue/metrics/certs")
+Progress = Callable[[str], None]
+
+
+class ComponentUnavailable(RuntimeError):
+    """An upstream component could not be built or started here; the message names it and says why."""
+
+
+def _quiet(message: str) -> None:
+    del message
+
+
+def kueue_binary(progress: Progress = _quiet) -> Path:
+    """Kueue's manager at the CRDs' version, built once into the cache (~10 min on 2 cores, cold)."""
+    version = crds.KUEUE_VERSION
+    target = cache_root() / "interop" / f"kueue-{version}" / "kueue"
+    if target.exists():
+        return target
+    go = shutil.which("go")
+    if go is None:
+        raise ComponentUnavailable(f"Kueue {version}: needs Go on PATH to build sigs.k8s.io/kueue/cmd/kueue")
+    module_dir = crds.KUEUE.directory()  # the module source, fetched from the proxy (also the CRDs' source)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="multikueue-kueue-build-") as work:
+        steps = [
+            [go, "mod", "init", "local/multikueue-kueuebin"],
+            [go, "get", f"sigs.k8s.io/kueue/cmd/kueue@{version}"],
+            [go, "build", "-o", str(target.with_suffix(".tmp")), "-ldflags",
+             f"-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion={version}", "sigs.k8s.io/kueue/cmd/kueue"],
+        ]  # fmt: skip
+        for i, argv in enumerate(steps):
+            if i == 1:
+                (Path(work) / "go.sum").write_bytes((module_dir / "go.sum").read_bytes())
+            progress(f"Kueue {version}: go {' '.join(argv[1:3])} ...")
+            result = subprocess.run(argv, cwd=work, capture_output=True, text=True, check=False,
+                                    env={**_environ(), "CGO_ENABLED": "0"})  # fmt: skip
+            if result.returncode != 0:
+                tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-15:])
+                raise ComponentUnavailable(f"Kueue {version}: `go {' '.join(argv[1:])}` failed:\n{tail}")
+    target.with_suffix(".tmp").rename(target)
+    return target
+
+
+def _environ() -> dict[str, str]:
+    import os
+
+    return dict(os.environ)
+
+
+def _webhook_configurations(module: Path, port: int, ca_pem: bytes) -> list[dict[str, Any]]:
+    """Kueue's Mutating/ValidatingWebhookConfigurations, pointed at https://127.0.0.1:<port><path>."""
+    import base64
+
+    bundle = base64.b64encode(ca_pem).decode()
+    documents = yaml.safe_load_all((module / "config/components/webhook/manifests.yaml").read_text())
+    result = []
+    for doc in documents:
+        if not doc:
+            continue
+        doc = copy.deepcopy(doc)
+        doc["metadata"]["name"] = f"kueue-{doc['metadata']['name']}"
+        for webhook in doc.get("webhooks") or []:
+            path = webhook["clientConfig"]["service"]["path"]
+            webhook["clientConfig"] = {"url": f"https://127.0.0.1:{port}{path}", "caBundle": bundle}
+        result.append(doc)
+    return result
+
+
+@dataclass
+class KueueProcess:
+    """One Kueue manager serving one cluster of the bed."""
+
+    cluster: Cluster
+    binary: Path
+    directory: Path
+    webhook_port: int = field(default_factory=free_port)
+    health_port: int = field(default_factory=free_port)
+    metrics_port: int = field(default_factory=free_port)
+    process: processes.ManagedProcess | None = None
+
+    def configuration(self, external_frameworks: list[str]) -> dict[str, Any]:
+        return {
+            "apiVersion": "config.kueue.x-k8s.io/v1beta2",
+            "kind": "Configuration",
+            "namespace": KUEUE_NAMESPACE,
+            "leaderElection": {"leaderElect": False},
+            "internalCertManagement": {"enable": False},
+            "webhook": {"host": "127.0.0.1", "port": self.webhook_port, "certDir": str(self.directory / "webhook")},
+            "metrics": {"bindAddress": f"127.0.0.1:{self.metrics_port}"},
+            "health": {"healthProbeBindAddress": f"127.0.0.1:{self.health_port}"},
+            "integrations": {"frameworks": ["batch/job"], "externalFrameworks": external_frameworks},
+        }
+
+    async def install(self, api: ApiClient, ca: CertificateAuthority, external_frameworks: list[str]) -> None:
+        """Namespace, serving certificate and webhook configurations; then start the process."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        serving = ca.issue("kueue-webhook", ip_addresses=("127.0.0.1",), server=True)
+        (self.directory / "webhook").mkdir(exist_ok=True)
+        serving.write(self.directory / "webhook", "tls")
+        _metrics_certificate(ca)
+        core = k8s_client.CoreV1Api(api)
+        try:
+            await core.create_namespace(raw_body({"metadata": {"name": KUEUE_NAMESPACE}}))
+        except ApiException as e:
+            if e.status != 409:
+                raise
+        admission: Any = k8s_client.AdmissionregistrationV1Api(api)
+        for doc in _webhook_configurations(crds.KUEUE.directory(), self.webhook_port, ca.cert_pem):
+            create = (admission.create_mutating_webhook_configuration if doc["kind"] == "MutatingWebhookConfiguration"
+                      else admission.create_validating_webhook_configuration)  # fmt: skip
+            await create(raw_body(doc))
+        config_path = self.directory / "kueue-config.yaml"
+        config_path.write_text(yaml.safe_dump(self.configuration(external_frameworks)))
+        env = {**_environ(), "KUBECONFIG": str(self.cluster.kubeconfig_path)}
+        argv = [str(self.binary), f"--config={config_path}", "--feature-gates=VisibilityOnDemand=false",
+                "--zap-log-level=2"]  # fmt: skip
+        self.process = processes.ManagedProcess(f"kueue-{self.cluster.name}", argv, self.directory / "kueue.log", env)
+        self.process.start()
+
+    def wait_ready(self, timeout: float = 90.0) -> None:
+        deadline = time.monotonic() + timeout
+        url = f"http://127.0.0.1:{self.health_port}/readyz"
+        while time.monotonic() < deadline:
+            if self.process is not None and not self.process.running:
+                raise ComponentUnavailable(f"Kueue on {self.cluster.name} exited; last log lines:\n{self.log_tail()}")
+            try:
+                with urllib.request.urlopen(url, timeout=2) as answer:
+                    if answer.status == 200 and self._webhook_answers():
+                        return
+            except OSError:
+                pass
+            time.sleep(0.5)
+        raise ComponentUnavailable(f"Kueue on {self.cluster.name} not ready in {timeout:.0f}s:\n{self.log_tail()}")
+
+    def _webhook_answers(self) -> bool:
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        try:
+            urllib.request.urlopen(f"https://127.0.0.1:{self.webhook_port}/", timeout=2, context=context)
+        except urllib.error.HTTPError:
+            return True  # 404: the server is up
+        except OSError:
+            return False
+        return True
+
+    def log_tail(self, lines: int = 20) -> str:
+        path = self.directory / "kueue.log"
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:]) if path.exists() else "(no log)"
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.stop()
+
+
+def _metrics_certificate(ca: CertificateAuthority) -> None:
+    if (KUEUE_METRICS_CERTS / "tls.crt").exists():
+        return
+    try:
+        KUEUE_METRICS_CERTS.mkdir(parents=True, exist_ok=True)
+        ca.issue("kueue-metrics", ip_addresses=("127.0.0.1",), server=True).write(KUEUE_METRICS_CERTS, "tls")
+    except OSError as e:
+        raise ComponentUnavailable(
+            f"Kueue reads its metrics certificate from {KUEUE_METRICS_CERTS} (hard-coded when its internal "
+            f"certificate management is off) and cannot start without it: {e}"
+        ) from None
