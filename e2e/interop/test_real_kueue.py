@@ -17,9 +17,10 @@ from kubernetes_asyncio import client as k8s_client
 from multikueue.config import GroupVersionKind, parse_configuration
 from multikueue.integration.workloads import workload_name
 from multikueue.kube.client import ApiClient, raw_body
-from multikueue.kube.resources import WORKLOADS, Objects, Resource
+from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects, Resource
 from multikueue.manager import Manager
 from multikueue.testing import kueue
+from multikueue.testing.interop import KUEUE_NAMESPACE
 from multikueue.testing.objects import pipelinerun, running_status
 from multikueue.testing.waiting import eventually, wait_until
 
@@ -37,10 +38,12 @@ DONE = {"startTime": "2026-08-01T10:00:01Z", "completionTime": "2026-08-01T10:05
                         "lastTransitionTime": "2026-08-01T10:05:00Z"}]}  # fmt: skip
 
 
-def _config(namespace: str) -> str:
+def _config() -> str:
     document = yaml.safe_load(CONFIG)
     document["dispatcher"].pop("webhook")  # the manager object is managedBy: held on first sight, exactly
-    document["dispatcher"]["namespace"] = namespace
+    # Kueue's own MultiKueueCluster controller reconciles every MultiKueueCluster and reads kubeconfig Secrets from
+    # its namespace: this controller reads the same ones there, so the two agree on each cluster's Active condition.
+    document["dispatcher"]["namespace"] = KUEUE_NAMESPACE
     document["multiKueue"].update(gcInterval="2s", workerLostTimeout="30s")
     return yaml.safe_dump(document)
 
@@ -95,13 +98,13 @@ async def fleet(clients: dict[str, ApiClient], namespace: str, kueue_bed: Any, t
     """Queues on every cluster, the MultiKueue objects on the manager, and this controller on all three."""
     bed, _ = kueue_bed
     names = await kueue.multikueue_setup(
-        clients["manager"], namespace=namespace, prefix=namespace, controller_name=CONTROLLER,
+        clients["manager"], namespace=KUEUE_NAMESPACE, prefix=namespace, controller_name=CONTROLLER,
         workers={w: bed.cluster(w).kubeconfig for w in ("worker1", "worker2")},
     )  # fmt: skip
     await _queues(clients["manager"], namespace, check=names["check"])
     for worker in ("worker1", "worker2"):
         await _queues(clients[worker], namespace, check=None)
-    text = _config(namespace)
+    text = _config()
     async with (
         _controller(clients["manager"], text, "manager", tmp_path / "m") as manager,
         _controller(clients["worker1"], text, "worker", tmp_path / "w1"),
@@ -111,7 +114,19 @@ async def fleet(clients: dict[str, ApiClient], namespace: str, kueue_bed: Any, t
         for worker in ("worker1", "worker2"):
             await wait_until(lambda w=worker: bool(connections.get(names[w]) and connections[names[w]].connected),  # type: ignore[misc]
                              timeout=60, what=f"{worker} connected")  # fmt: skip
+        await _agreed_active(clients["manager"], names)
         yield names
+        await _agreed_active(clients["manager"], names)
+
+
+async def _agreed_active(api: ApiClient, names: dict[str, str]) -> None:
+    """Both controllers write each MultiKueueCluster's Active condition (Kueue's for every cluster, this one's for
+    those its checks use): with the same Secrets they agree, so the condition is True, with Kueue's own reason."""
+    for worker in ("worker1", "worker2"):
+        cluster = await eventually(lambda w=worker: Objects(api, MULTIKUEUE_CLUSTERS).get(names[w]),  # type: ignore[misc]
+                                   until=lambda c: _condition(c, "Active").get("status") == "True", timeout=60,
+                                   what=f"{worker} Active")  # fmt: skip
+        assert _condition(cluster, "Active")["reason"] == "Active"
 
 
 def _condition(obj: Any, kind: str) -> dict[str, Any]:
