@@ -40,9 +40,10 @@ e2e: $(VENV)/.installed binaries
 		MULTIKUEUE_E2E_PROVIDER=$$provider $(BIN)/pytest e2e --ignore=e2e/interop -o timeout=900 --durations=5 || exit 1; \
 	done
 
-# The interop profile (e2e/interop, #9): real Kueue built from its Go module (cached; ~10 min cold) on every cluster.
+# The interop profile (e2e/interop, #9): real Kueue, Tekton, kwok, kube-controller-manager and kube-scheduler, built
+# from their Go modules (cached; ~20 min cold) and run on a bed of their own.
 interop: $(VENV)/.installed binaries
-	@echo "==> interop: real Kueue on manager, worker1, worker2"
+	@echo "==> interop: real Kueue on every cluster, Tekton on the workers, pods run by kwok"
 	$(BIN)/pytest e2e/interop -o timeout=1800 --durations=5
 # The benchmark (bench/README.md): BENCH_ARGS for one run, e.g. BENCH_ARGS="--mode direct --workers 5 --objects 1000";
 # `make bench-all` runs the committed matrix. Results land in bench/results/ (JSON, README.md table, plot.png).

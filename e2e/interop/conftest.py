@@ -1,22 +1,42 @@
-"""The interop profile (#9): real Kueue, built from its Go module, on each cluster of a test bed of its own.
+"""The interop profile (#9) on a test bed of its own: on every cluster kube-controller-manager, kube-scheduler, kwok
+(a fake node whose pods go Ready, then Succeeded) and real Kueue; the Tekton controller on both workers. Each is
+built from its Go module and cached; where one cannot be built or started the run stops, naming it.
 
-Opt-in (``make interop``): the first run builds Kueue (~10 min on 2 cores), later runs reuse the cached binary.
+Opt-in (``make interop``, also run by CI); the first run builds everything (~30 min on 2 cores), later runs reuse it.
 """
 
 from __future__ import annotations
 
 import sys
 from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 import pytest
+from kubernetes_asyncio import client as k8s_client
+from kubernetes_asyncio.client.exceptions import ApiException
 
-from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
+from multikueue.kube.client import ApiClient, api_client_from_kubeconfig, raw_body
 from multikueue.pki import CertificateAuthority
 from multikueue.testing import crds
-from multikueue.testing.interop import KueueProcess, kueue_binary
+from multikueue.testing.binaries import find_binaries
+from multikueue.testing.interop import (
+    TEKTON_NAMESPACE,
+    ClusterRuntime,
+    ComponentUnavailable,
+    KueueProcess,
+    fake_node,
+    kueue_binary,
+    kwok_binary,
+    kwok_stages,
+    tekton_binary,
+    tekton_config_maps,
+)
 from multikueue.testing.testbed import TestBed
+
+WORKERS = ("worker1", "worker2")
+COMPLETE_AFTER_MS = 8000  # a TaskRun's pod runs this long: long enough to cancel a run in flight
 
 
 def _progress(message: str) -> None:
@@ -24,44 +44,81 @@ def _progress(message: str) -> None:
     sys.stderr.flush()
 
 
+@dataclass
+class Fleet:
+    bed: TestBed
+    kueues: dict[str, KueueProcess]
+    runtimes: dict[str, ClusterRuntime]
+
+
 @pytest.fixture(scope="session")
 def anyio_backend() -> str:
     return "asyncio"
 
 
+async def _ensure(create: object, body: dict[str, object], *args: str) -> None:
+    try:
+        await create(*args, raw_body(body))  # type: ignore[operator]
+    except ApiException as e:
+        if e.status != 409:
+            raise
+
+
+async def _prepare(bed: TestBed, fleet: Fleet, ca: CertificateAuthority, root: Path) -> None:
+    for name in bed.clusters:
+        async with await api_client_from_kubeconfig(bed.cluster(name).kubeconfig, temp_dir=root) as api:
+            core = k8s_client.CoreV1Api(api)
+            await _ensure(core.create_node, fake_node())
+            if name in WORKERS:
+                await _ensure(core.create_namespace, {"metadata": {"name": TEKTON_NAMESPACE}})
+                for config_map in tekton_config_maps():
+                    await _ensure(core.create_namespaced_config_map, config_map, TEKTON_NAMESPACE)
+            await fleet.kueues[name].install(api, ca, ["PipelineRun.v1.tekton.dev"])
+
+
 @pytest.fixture(scope="session")
-def kueue_bed(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestBed, dict[str, KueueProcess]]]:
-    binary = kueue_binary(_progress)
-    definitions = crds.all_kueue_crds() + crds.tekton_crds()
-    with TestBed() as bed:
+def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
+    try:
+        kueue, kwok, tekton = kueue_binary(_progress), kwok_binary(_progress), tekton_binary(_progress)
+        binaries = find_binaries(extra=("kube-controller-manager", "kube-scheduler"), progress=_progress)
+    except ComponentUnavailable as e:
+        pytest.exit(f"interop profile: {e}", returncode=3)
+    definitions = crds.all_kueue_crds() + crds.all_tekton_crds()
+    root = tmp_path_factory.mktemp("interop")
+    with TestBed(binaries) as bed:
         crds.install_on_bed(bed, definitions)
-        ca = CertificateAuthority("kueue-webhooks")
-        root = tmp_path_factory.mktemp("kueue")
-        kueues = {name: KueueProcess(bed.cluster(name), binary, root / name) for name in bed.clusters}
-
-        async def install() -> None:
-            for name, kueue in kueues.items():
-                async with await api_client_from_kubeconfig(bed.cluster(name).kubeconfig, temp_dir=root) as api:
-                    await kueue.install(api, ca, ["PipelineRun.v1.tekton.dev"])
-
-        anyio.run(install)
+        fleet = Fleet(bed, {}, {})
+        stages = kwok_stages(COMPLETE_AFTER_MS)
         try:
-            for kueue in kueues.values():
-                kueue.wait_ready()
-            _progress(f"Kueue {crds.KUEUE_VERSION} ready on {', '.join(kueues)}")
-            yield bed, kueues
+            for name in bed.clusters:
+                runtime = ClusterRuntime(bed.cluster(name), root / name)
+                fleet.runtimes[name] = runtime
+                runtime.start_control_plane(binaries.path("kube-controller-manager"), binaries.path("kube-scheduler"))
+                runtime.start_kwok(kwok, stages)
+                fleet.kueues[name] = KueueProcess(bed.cluster(name), kueue, root / name / "kueue")
+            anyio.run(_prepare, bed, fleet, CertificateAuthority("interop-webhooks"), root)
+            for name in WORKERS:
+                fleet.runtimes[name].start_tekton(tekton)
+            for kueue_process in fleet.kueues.values():
+                kueue_process.wait_ready()
+            for runtime in fleet.runtimes.values():
+                runtime.check()
+            _progress(
+                f"ready: Kueue {crds.KUEUE_VERSION} on {', '.join(bed.clusters)}; Tekton {crds.TEKTON_VERSION} on "
+                f"{', '.join(WORKERS)}; kube-controller-manager, kube-scheduler and kwok everywhere"
+            )
+            yield fleet
         finally:
-            for kueue in kueues.values():
-                kueue.stop()
+            for kueue_process in fleet.kueues.values():
+                kueue_process.stop()
+            for runtime in fleet.runtimes.values():
+                runtime.stop()
 
 
 @pytest.fixture
-async def clients(
-    kueue_bed: tuple[TestBed, dict[str, KueueProcess]], tmp_path: Path
-) -> AsyncIterator[dict[str, ApiClient]]:
-    bed, _ = kueue_bed
-    opened = {name: await api_client_from_kubeconfig(bed.cluster(name).kubeconfig, temp_dir=tmp_path)
-              for name in bed.clusters}  # fmt: skip
+async def clients(fleet: Fleet, tmp_path: Path) -> AsyncIterator[dict[str, ApiClient]]:
+    opened = {name: await api_client_from_kubeconfig(fleet.bed.cluster(name).kubeconfig, temp_dir=tmp_path)
+              for name in fleet.bed.clusters}  # fmt: skip
     try:
         yield opened
     finally:

@@ -1,6 +1,7 @@
-"""With real Kueue on the manager and both workers: quota, admission checks and worker admission are Kueue's own,
-Workloads are made by this project's integration (the documented stand-in for tekton-kueue, which is not built
-here), and the tests play only Tekton's part (no Tekton controller, no pods)."""
+"""With real Kueue on the manager and both workers and the real Tekton controller on the workers, whose TaskRun pods
+kube-scheduler binds to a kwok node that runs them: quota, admission checks and worker admission are Kueue's own,
+runs are Tekton's own, and Workloads are made by this project's integration (the documented stand-in for
+tekton-kueue, which is not built here). The tests only submit, cancel and look."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import pytest
 import yaml
 from kubernetes_asyncio import client as k8s_client
 
+from e2e.interop.conftest import Fleet
 from multikueue.config import GroupVersionKind, parse_configuration
 from multikueue.integration.workloads import workload_name
 from multikueue.kube.client import ApiClient, raw_body
@@ -21,7 +23,7 @@ from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects, R
 from multikueue.manager import Manager
 from multikueue.testing import kueue
 from multikueue.testing.interop import KUEUE_NAMESPACE
-from multikueue.testing.objects import pipelinerun, running_status
+from multikueue.testing.objects import pipelinerun
 from multikueue.testing.waiting import eventually, wait_until
 
 CONTROLLER = "multikueue.x-k8s.io/external-dispatcher"
@@ -93,10 +95,10 @@ async def namespace(clients: dict[str, ApiClient]) -> str:
 
 
 @pytest.fixture
-async def fleet(clients: dict[str, ApiClient], namespace: str, kueue_bed: Any, tmp_path: Path
-                ) -> AsyncIterator[dict[str, str]]:  # fmt: skip
+async def dispatching(clients: dict[str, ApiClient], namespace: str, fleet: Fleet, tmp_path: Path
+                      ) -> AsyncIterator[dict[str, str]]:  # fmt: skip
     """Queues on every cluster, the MultiKueue objects on the manager, and this controller on all three."""
-    bed, _ = kueue_bed
+    bed = fleet.bed
     names = await kueue.multikueue_setup(
         clients["manager"], namespace=KUEUE_NAMESPACE, prefix=namespace, controller_name=CONTROLLER,
         workers={w: bed.cluster(w).kubeconfig for w in ("worker1", "worker2")},
@@ -166,8 +168,12 @@ async def _running_on_a_worker(clients: dict[str, ApiClient], namespace: str, na
     return worker
 
 
-async def test_a_pipelinerun_runs_through_real_kueue_and_comes_back_finished(
-    clients: dict[str, ApiClient], namespace: str, fleet: dict[str, str]
+async def _pods(api: ApiClient, namespace: str) -> list[Any]:
+    return list((await k8s_client.CoreV1Api(api).list_namespaced_pod(namespace)).items)
+
+
+async def test_a_pipelinerun_runs_through_real_kueue_and_tekton_and_comes_back_finished(
+    clients: dict[str, ApiClient], namespace: str, dispatching: dict[str, str]
 ) -> None:
     created, wl = await _submit(clients, namespace, "hello")
     workload = await eventually(lambda: _get(clients["manager"], WORKLOADS, wl, namespace),
@@ -179,32 +185,51 @@ async def test_a_pipelinerun_runs_through_real_kueue_and_comes_back_finished(
     await eventually(lambda: _get(clients[other], WORKLOADS, wl, namespace), until=lambda w: w is None, timeout=60,
                      what="the losing copy removed")  # fmt: skip
 
-    await Objects(clients[worker], PIPELINERUNS).patch_status("hello", {"status": running_status("hello")}, namespace)
-    await eventually(lambda: _get(clients["manager"], PIPELINERUNS, "hello", namespace),
-                     until=lambda r: _condition(r, "Succeeded").get("reason") == "Running", timeout=60,
-                     what="running status mirrored")  # fmt: skip
-    await Objects(clients[worker], PIPELINERUNS).patch_status("hello", {"status": DONE}, namespace)
-    await eventually(lambda: _get(clients["manager"], WORKLOADS, wl, namespace),
-                     until=lambda w: _condition(w, "Finished").get("reason") == "Succeeded", timeout=90,
-                     what="the manager Workload finished")  # fmt: skip
-    run = await _get(clients["manager"], PIPELINERUNS, "hello", namespace)
-    assert _condition(run, "Succeeded")["status"] == "True"
+    # Tekton on the winner: a TaskRun, its pod bound by kube-scheduler to the kwok node, which runs it.
+    listed = await eventually(
+        lambda: k8s_client.CustomObjectsApi(clients[worker]).list_namespaced_custom_object(
+            "tekton.dev", "v1", namespace, "taskruns"),
+        until=lambda found: bool(found["items"]), timeout=90, what="Tekton's TaskRun")  # fmt: skip
+    assert [t["metadata"]["ownerReferences"][0]["name"] for t in listed["items"]] == ["hello"]
+    scheduled = await eventually(lambda: _pods(clients[worker], namespace), timeout=90,
+                                 until=lambda ps: bool(ps) and all(p.spec.node_name for p in ps),
+                                 what="the TaskRun's pod, scheduled")  # fmt: skip
+    assert {p.spec.node_name for p in scheduled} == {"kwok-node-0"}
+
+    done = await eventually(lambda: _get(clients["manager"], PIPELINERUNS, "hello", namespace),
+                            until=lambda r: _condition(r, "Succeeded").get("status") == "True", timeout=120,
+                            what="Tekton's Succeeded on the manager object")  # fmt: skip
+    assert _condition(done, "Succeeded")["reason"] == "Succeeded"
+    assert done["status"]["childReferences"][0]["kind"] == "TaskRun"
+    finished = await eventually(lambda: _get(clients["manager"], WORKLOADS, wl, namespace),
+                                until=lambda w: _condition(w, "Finished").get("status") == "True", timeout=90,
+                                what="the manager Workload finished")  # fmt: skip
+    assert _condition(finished, "Finished")["reason"] == "Succeeded"
     for cluster in ("worker1", "worker2"):
         await eventually(lambda c=cluster: _get(clients[c], PIPELINERUNS, "hello", namespace),  # type: ignore[misc]
                          until=lambda r: r is None, timeout=90, what=f"nothing left on {cluster}")  # fmt: skip
         await eventually(lambda c=cluster: _get(clients[c], WORKLOADS, wl, namespace),  # type: ignore[misc]
                          until=lambda w: w is None, timeout=90, what=f"no Workload left on {cluster}")  # fmt: skip
-    assert created["metadata"]["uid"] == run["metadata"]["uid"]
+    assert created["metadata"]["uid"] == done["metadata"]["uid"]
 
 
-async def test_a_cancel_on_the_manager_reaches_the_running_copy(
-    clients: dict[str, ApiClient], namespace: str, fleet: dict[str, str]
+async def test_a_cancel_on_the_manager_cancels_the_run_on_its_worker(
+    clients: dict[str, ApiClient], namespace: str, dispatching: dict[str, str]
 ) -> None:
     _, wl = await _submit(clients, namespace, "stop-me")
     worker = await _running_on_a_worker(clients, namespace, "stop-me", wl)
-    await Objects(clients[worker], PIPELINERUNS).patch_status("stop-me", {"status": running_status("stop-me")},
-                                                             namespace)  # fmt: skip
+    await eventually(lambda: _get(clients["manager"], PIPELINERUNS, "stop-me", namespace),
+                     until=lambda r: _condition(r, "Succeeded").get("reason") == "Running", timeout=90,
+                     what="Tekton running it, mirrored to the manager")  # fmt: skip
     await Objects(clients["manager"], PIPELINERUNS).patch("stop-me", {"spec": {"status": "Cancelled"}}, namespace)
     await eventually(lambda: _get(clients[worker], PIPELINERUNS, "stop-me", namespace),
                      until=lambda r: (r or {}).get("spec", {}).get("status") == "Cancelled", timeout=60,
                      what="Cancelled carried to the worker's copy")  # fmt: skip
+    cancelled = await eventually(lambda: _get(clients["manager"], PIPELINERUNS, "stop-me", namespace),
+                                 until=lambda r: _condition(r, "Succeeded").get("reason") == "Cancelled", timeout=90,
+                                 what="Tekton's Cancelled on the manager object")  # fmt: skip
+    assert _condition(cancelled, "Succeeded")["status"] == "False"
+    finished = await eventually(lambda: _get(clients["manager"], WORKLOADS, wl, namespace),
+                                until=lambda w: _condition(w, "Finished").get("status") == "True", timeout=90,
+                                what="the manager Workload finished")  # fmt: skip
+    assert _condition(finished, "Finished")["reason"] == "Failed"

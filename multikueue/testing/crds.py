@@ -125,6 +125,11 @@ def tekton_crds() -> list[dict[str, Any]]:
     return [prepare_crd(d) for d in _load(crds / n for n in TEKTON_CRD_FILES)]
 
 
+def all_tekton_crds() -> list[dict[str, Any]]:
+    """Every Tekton Pipelines CRD (the interop profile runs the Tekton controller, which watches them all)."""
+    return [prepare_crd(d) for d in _load(sorted((TEKTON.directory() / "config" / "300-crds").glob("*.yaml")))]
+
+
 def all_crds() -> list[dict[str, Any]]:
     return kueue_crds() + tekton_crds()
 

@@ -200,3 +200,173 @@ def _metrics_certificate(ca: CertificateAuthority) -> None:
             f"Kueue reads its metrics certificate from {KUEUE_METRICS_CERTS} (hard-coded when its internal "
             f"certificate management is off) and cannot start without it: {e}"
         ) from None
+
+
+# ----------------------------------------------------------------------------- pods that run: KCM, scheduler, kwok
+
+KWOK_VERSION = "v0.8.0"
+TEKTON_NAMESPACE = "tekton-pipelines"
+FAKE_NODE = "kwok-node-0"
+
+
+def _go_build(label: str, module: str, package: str, version: str, target: Path, progress: Progress) -> Path:
+    """Build ``package`` of ``module@version`` with a wrapper module and the module's own go.sum, into ``target``."""
+    if target.exists():
+        return target
+    go = shutil.which("go")
+    if go is None:
+        raise ComponentUnavailable(f"{label} {version}: needs Go on PATH to build {package}")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    env = {**_environ(), "CGO_ENABLED": "0"}
+    with tempfile.TemporaryDirectory(prefix="multikueue-interop-build-") as work:
+        steps = [
+            [go, "mod", "init", "local/multikueue-interop"],
+            [go, "mod", "download", "-json", f"{module}@{version}"],
+            [go, "get", f"{package}@{version}"],
+            [go, "build", "-o", str(target.with_suffix(".tmp")), "-ldflags", "-s -w", package],
+        ]
+        for i, argv in enumerate(steps):
+            progress(f"{label} {version}: go {' '.join(argv[1:3])} ...")
+            result = subprocess.run(argv, cwd=work, capture_output=True, text=True, check=False, env=env)
+            if result.returncode != 0:
+                tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-15:])
+                raise ComponentUnavailable(f"{label} {version}: `go {' '.join(argv[1:])}` failed:\n{tail}")
+            if i == 1:  # the module's own go.sum: its dependencies' hashes without the checksum database
+                import json
+
+                directory = Path(json.loads(result.stdout)["Dir"])
+                (Path(work) / "go.sum").write_bytes((directory / "go.sum").read_bytes())
+    target.with_suffix(".tmp").rename(target)
+    return target
+
+
+def kwok_binary(progress: Progress = _quiet) -> Path:
+    target = cache_root() / "interop" / f"kwok-{KWOK_VERSION}" / "kwok"
+    return _go_build("kwok", "sigs.k8s.io/kwok", "sigs.k8s.io/kwok/cmd/kwok", KWOK_VERSION, target, progress)
+
+
+def tekton_binary(progress: Progress = _quiet) -> Path:
+    version = crds.TEKTON_VERSION
+    target = cache_root() / "interop" / f"tekton-{version}" / "controller"
+    module = "github.com/tektoncd/pipeline"
+    return _go_build("Tekton controller", module, f"{module}/cmd/controller", version, target, progress)
+
+
+def kwok_stages(complete_after_ms: int) -> str:
+    """kwok's own fast stages from its module (node initialised; pods ready), and a pod-complete stage for pods a
+    TaskRun owns (kwok's selects Job-owned pods), after ``complete_after_ms`` so a run can be cancelled meanwhile."""
+    root = _module_dir("sigs.k8s.io/kwok", KWOK_VERSION) / "kustomize" / "stage"
+    documents = [yaml.safe_load((root / "node/fast/node-initialize.yaml").read_text()),
+                 yaml.safe_load((root / "node/heartbeat/node-heartbeat.yaml").read_text()),
+                 yaml.safe_load((root / "pod/fast/pod-ready.yaml").read_text()),
+                 yaml.safe_load((root / "pod/fast/pod-delete.yaml").read_text())]  # fmt: skip
+    complete = yaml.safe_load((root / "pod/fast/pod-complete.yaml").read_text())
+    for expression in complete["spec"]["selector"]["matchExpressions"]:
+        if expression["key"] == ".metadata.ownerReferences.[].kind":
+            expression["values"] = ["TaskRun"]
+    complete["spec"]["delay"] = {"durationMilliseconds": complete_after_ms}
+    documents.append(complete)
+    return yaml.safe_dump_all(documents)
+
+
+def _module_dir(module: str, version: str) -> Path:
+    import json
+
+    result = subprocess.run(["go", "mod", "download", "-json", f"{module}@{version}"], capture_output=True, text=True,
+                            check=False)  # fmt: skip
+    if result.returncode != 0:
+        raise ComponentUnavailable(f"{module}@{version}: cannot be downloaded: {result.stderr.strip()[-500:]}")
+    return Path(json.loads(result.stdout)["Dir"])
+
+
+def fake_node() -> dict[str, Any]:
+    return {
+        "apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": FAKE_NODE,
+                     "annotations": {"kwok.x-k8s.io/node": "fake", "node.alpha.kubernetes.io/ttl": "0"},
+                     "labels": {"kubernetes.io/hostname": FAKE_NODE, "kubernetes.io/os": "linux",
+                                "kubernetes.io/arch": "amd64", "type": "kwok"}},
+        "spec": {},
+        "status": {"allocatable": {"cpu": "32", "memory": "256Gi", "pods": "110"},
+                   "capacity": {"cpu": "32", "memory": "256Gi", "pods": "110"}},
+    }  # fmt: skip
+
+
+@dataclass
+class ClusterRuntime:
+    """What makes pods run on one cluster of the bed: kube-controller-manager, kube-scheduler, kwok (one fake
+    node whose pods go Ready, then Succeeded) and, on workers, the Tekton controller."""
+
+    cluster: Cluster
+    directory: Path
+    processes: list[processes.ManagedProcess] = field(default_factory=list)
+
+    def _start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
+        process = processes.ManagedProcess(f"{name}-{self.cluster.name}", argv, self.directory / f"{name}.log",
+                                           {**_environ(), **(env or {})})  # fmt: skip
+        process.start()
+        self.processes.append(process)
+
+    def start_control_plane(self, controller_manager: Path, scheduler: Path) -> None:
+        self.directory.mkdir(parents=True, exist_ok=True)
+        d, kubeconfig = self.cluster.directory, str(self.cluster.kubeconfig_path)
+        self._start("kube-controller-manager", [
+            str(controller_manager), f"--kubeconfig={kubeconfig}", "--leader-elect=false",
+            "--bind-address=127.0.0.1", f"--secure-port={free_port()}", "--use-service-account-credentials=false",
+            f"--service-account-private-key-file={d / 'sa.key'}", f"--root-ca-file={d / 'ca.crt'}",
+            f"--cert-dir={self.directory / 'kcm-certs'}",
+        ])  # fmt: skip
+        self._start("kube-scheduler", [
+            str(scheduler), f"--kubeconfig={kubeconfig}", "--leader-elect=false", "--bind-address=127.0.0.1",
+            f"--secure-port={free_port()}", f"--cert-dir={self.directory / 'scheduler-certs'}",
+        ])  # fmt: skip
+
+    def start_kwok(self, kwok: Path, stages: str) -> None:
+        config = self.directory / "kwok-stages.yaml"
+        config.write_text(stages)
+        self._start("kwok", [
+            str(kwok), f"--kubeconfig={self.cluster.kubeconfig_path}", "--manage-all-nodes=false",
+            "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake", "--manage-nodes-with-label-selector=",
+            "--manage-single-node=", "--cidr=10.0.0.0/24", "--node-ip=10.0.0.1", f"--config={config}",
+            f"--server-address=127.0.0.1:{free_port()}",
+        ])  # fmt: skip
+
+    def start_tekton(self, controller: Path) -> None:
+        env = {
+            "KUBECONFIG": str(self.cluster.kubeconfig_path), "SYSTEM_NAMESPACE": TEKTON_NAMESPACE,
+            "KUBERNETES_MIN_VERSION": "v1.28.0", "CONFIG_DEFAULTS_NAME": "config-defaults",
+            "CONFIG_LOGGING_NAME": "config-logging", "CONFIG_OBSERVABILITY_NAME": "config-observability",
+            "CONFIG_FEATURE_FLAGS_NAME": "feature-flags",
+            "CONFIG_LEADERELECTION_NAME": "config-leader-election-controller",
+            "CONFIG_SPIRE": "config-spire", "METRICS_DOMAIN": "tekton.dev/pipeline",
+            "PROBES_PORT": str(free_port()), "PROFILING_PORT": str(free_port()),
+            "METRICS_PROMETHEUS_PORT": str(free_port()),
+        }  # fmt: skip
+        images = ["-entrypoint-image", "interop/entrypoint", "-nop-image", "interop/nop", "-sidecarlogresults-image",
+                  "interop/sidecarlogresults", "-workingdirinit-image", "interop/workingdirinit", "-shell-image",
+                  "interop/busybox", "-shell-image-win", "interop/powershell"]  # fmt: skip
+        self._start("tekton-controller", [str(controller), f"--kubeconfig={self.cluster.kubeconfig_path}",
+                                          "-disable-ha", *images], env)  # fmt: skip
+
+    def check(self) -> None:
+        for process in self.processes:
+            if not process.running:
+                raise ComponentUnavailable(f"{process.name} exited:\n{process.log_tail()}")
+
+    def stop(self) -> None:
+        for process in reversed(self.processes):
+            process.stop()
+
+
+def tekton_config_maps() -> list[dict[str, Any]]:
+    """The Tekton controller's ConfigMaps from its module (config/config-*.yaml), metrics export off."""
+    root = crds.TEKTON.directory() / "config"
+    maps = []
+    for path in sorted(root.glob("config-*.yaml")):
+        for doc in yaml.safe_load_all(path.read_text()):
+            if doc and doc.get("kind") == "ConfigMap":
+                doc["metadata"]["namespace"] = TEKTON_NAMESPACE
+                if doc["metadata"]["name"] == "config-observability":
+                    doc["data"] = {"metrics-protocol": "none", "tracing-protocol": "none"}
+                maps.append(doc)
+    return maps
