@@ -32,6 +32,7 @@ from multikueue.testing.interop import (
     kwok_stages,
     tekton_binary,
     tekton_config_maps,
+    tekton_kueue_binary,
 )
 from multikueue.testing.testbed import TestBed
 
@@ -49,6 +50,7 @@ class Fleet:
     bed: TestBed
     kueues: dict[str, KueueProcess]
     runtimes: dict[str, ClusterRuntime]
+    tekton_kueue: Path
 
 
 @pytest.fixture(scope="session")
@@ -80,6 +82,7 @@ async def _prepare(bed: TestBed, fleet: Fleet, ca: CertificateAuthority, root: P
 def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     try:
         kueue, kwok, tekton = kueue_binary(_progress), kwok_binary(_progress), tekton_binary(_progress)
+        tekton_kueue = tekton_kueue_binary(_progress)
         binaries = find_binaries(extra=("kube-controller-manager", "kube-scheduler"), progress=_progress)
     except ComponentUnavailable as e:
         pytest.exit(f"interop profile: {e}", returncode=3)
@@ -87,7 +90,7 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
     root = tmp_path_factory.mktemp("interop")
     with TestBed(binaries) as bed:
         crds.install_on_bed(bed, definitions)
-        fleet = Fleet(bed, {}, {})
+        fleet = Fleet(bed, {}, {}, tekton_kueue)
         stages = kwok_stages(COMPLETE_AFTER_MS)
         try:
             for name in bed.clusters:

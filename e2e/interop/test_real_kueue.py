@@ -5,6 +5,7 @@ tekton-kueue, which is not built here). The tests only submit, cancel and look."
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -22,7 +23,7 @@ from multikueue.kube.client import ApiClient, raw_body
 from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects, Resource
 from multikueue.manager import Manager
 from multikueue.testing import kueue
-from multikueue.testing.interop import KUEUE_NAMESPACE
+from multikueue.testing.interop import KUEUE_NAMESPACE, start_tekton_kueue_controller
 from multikueue.testing.objects import pipelinerun
 from multikueue.testing.waiting import eventually, wait_until
 
@@ -40,8 +41,10 @@ DONE = {"startTime": "2026-08-01T10:00:01Z", "completionTime": "2026-08-01T10:05
                         "lastTransitionTime": "2026-08-01T10:05:00Z"}]}  # fmt: skip
 
 
-def _config() -> str:
+def _config(integration: str) -> str:
     document = yaml.safe_load(CONFIG)
+    if integration == "tekton-kueue":  # tekton-kueue makes the Workloads, here and on the workers
+        del document["dispatcher"]["adapters"][0]["integration"]
     document["dispatcher"].pop("webhook")  # the manager object is managedBy: held on first sight, exactly
     # Kueue's own MultiKueueCluster controller reconciles every MultiKueueCluster and reads kubeconfig Secrets from
     # its namespace: this controller reads the same ones there, so the two agree on each cluster's Active condition.
@@ -94,10 +97,13 @@ async def namespace(clients: dict[str, ApiClient]) -> str:
     return name
 
 
-@pytest.fixture
-async def dispatching(clients: dict[str, ApiClient], namespace: str, fleet: Fleet, tmp_path: Path
-                      ) -> AsyncIterator[dict[str, str]]:  # fmt: skip
-    """Queues on every cluster, the MultiKueue objects on the manager, and this controller on all three."""
+@pytest.fixture(params=["integration", "tekton-kueue"])
+async def dispatching(request: pytest.FixtureRequest, clients: dict[str, ApiClient], namespace: str, fleet: Fleet,
+                      tmp_path: Path) -> AsyncIterator[str]:  # fmt: skip
+    """Queues on every cluster, the MultiKueue objects on the manager, and this controller on the manager; the
+    PipelineRun integration on all three clusters is either this project's (``--role worker`` on the workers) or
+    tekton-kueue's controller. Yields which."""
+    integration: str = request.param
     bed = fleet.bed
     names = await kueue.multikueue_setup(
         clients["manager"], namespace=KUEUE_NAMESPACE, prefix=namespace, controller_name=CONTROLLER,
@@ -106,18 +112,21 @@ async def dispatching(clients: dict[str, ApiClient], namespace: str, fleet: Flee
     await _queues(clients["manager"], namespace, check=names["check"])
     for worker in ("worker1", "worker2"):
         await _queues(clients[worker], namespace, check=None)
-    text = _config()
-    async with (
-        _controller(clients["manager"], text, "manager", tmp_path / "m") as manager,
-        _controller(clients["worker1"], text, "worker", tmp_path / "w1"),
-        _controller(clients["worker2"], text, "worker", tmp_path / "w2"),
-    ):
+    text = _config(integration)
+    async with contextlib.AsyncExitStack() as stack:
+        manager = await stack.enter_async_context(_controller(clients["manager"], text, "manager", tmp_path / "m"))
+        if integration == "tekton-kueue":
+            for runtime in fleet.runtimes.values():
+                stack.callback(start_tekton_kueue_controller(runtime, fleet.tekton_kueue).stop)
+        else:
+            for worker in ("worker1", "worker2"):
+                await stack.enter_async_context(_controller(clients[worker], text, "worker", tmp_path / worker))
         connections = manager.cluster_reconciler.connections if manager.cluster_reconciler else {}
         for worker in ("worker1", "worker2"):
             await wait_until(lambda w=worker: bool(connections.get(names[w]) and connections[names[w]].connected),  # type: ignore[misc]
                              timeout=60, what=f"{worker} connected")  # fmt: skip
         await _agreed_active(clients["manager"], names)
-        yield names
+        yield integration
         await _agreed_active(clients["manager"], names)
 
 
@@ -139,8 +148,10 @@ async def _get(api: ApiClient, resource: Resource, name: str, namespace: str) ->
     return await Objects(api, resource).get(name, namespace)
 
 
-async def _submit(clients: dict[str, ApiClient], namespace: str, name: str) -> tuple[Any, str]:
+async def _submit(clients: dict[str, ApiClient], namespace: str, name: str, integration: str) -> tuple[Any, str]:
     body = pipelinerun(name, labels={"kueue.x-k8s.io/queue-name": "user-queue"}, managedBy=kueue.MANAGED_BY)
+    if integration == "tekton-kueue":  # what tekton-kueue's webhook (multiKueueOverride) would have set
+        body["spec"]["status"] = "PipelineRunPending"
     body["metadata"]["annotations"] = {"kueue.konflux-ci.dev/requests-cpu": "2"}
     created = await Objects(clients["manager"], PIPELINERUNS).create(body, namespace)
     return created, workload_name(name, created["metadata"]["uid"], PR)
@@ -158,9 +169,14 @@ async def _running_on_a_worker(clients: dict[str, ApiClient], namespace: str, na
 
     worker = await eventually(winner, timeout=90, what=f"{name} released on a worker")
     assert worker is not None
-    admitted = await _get(clients[worker], WORKLOADS, wl, namespace)
+    admitted = await eventually(lambda: _get(clients[worker], WORKLOADS, wl, namespace),
+                                until=lambda w: bool(w["metadata"].get("ownerReferences")), timeout=60,
+                                what="the prebuilt Workload adopted by the worker's integration")  # fmt: skip
     assert _condition(admitted, "Admitted")["status"] == "True"  # by that worker's Kueue
-    assert admitted["metadata"]["ownerReferences"][0]["kind"] == "PipelineRun"  # adopted there
+    assert admitted["metadata"]["ownerReferences"][0]["kind"] == "PipelineRun"
+    listed = await k8s_client.CustomObjectsApi(clients[worker]).list_namespaced_custom_object(
+        "kueue.x-k8s.io", "v1beta2", namespace, "workloads")  # fmt: skip
+    assert [w["metadata"]["name"] for w in listed["items"]] == [wl]  # adopted, not a second one of its own
     manager_run = await eventually(lambda: _get(clients["manager"], PIPELINERUNS, name, namespace),
                                    until=lambda r: "status" not in r["spec"], timeout=90,
                                    what="the manager run released once Kueue admits its Workload")  # fmt: skip
@@ -173,9 +189,9 @@ async def _pods(api: ApiClient, namespace: str) -> list[Any]:
 
 
 async def test_a_pipelinerun_runs_through_real_kueue_and_tekton_and_comes_back_finished(
-    clients: dict[str, ApiClient], namespace: str, dispatching: dict[str, str]
+    clients: dict[str, ApiClient], namespace: str, dispatching: str
 ) -> None:
-    created, wl = await _submit(clients, namespace, "hello")
+    created, wl = await _submit(clients, namespace, "hello", dispatching)
     workload = await eventually(lambda: _get(clients["manager"], WORKLOADS, wl, namespace),
                                 until=lambda w: _condition(w, "QuotaReserved").get("status") == "True", timeout=90,
                                 what="quota reserved by the manager's Kueue")  # fmt: skip
@@ -214,9 +230,9 @@ async def test_a_pipelinerun_runs_through_real_kueue_and_tekton_and_comes_back_f
 
 
 async def test_a_cancel_on_the_manager_cancels_the_run_on_its_worker(
-    clients: dict[str, ApiClient], namespace: str, dispatching: dict[str, str]
+    clients: dict[str, ApiClient], namespace: str, dispatching: str
 ) -> None:
-    _, wl = await _submit(clients, namespace, "stop-me")
+    _, wl = await _submit(clients, namespace, "stop-me", dispatching)
     worker = await _running_on_a_worker(clients, namespace, "stop-me", wl)
     await eventually(lambda: _get(clients["manager"], PIPELINERUNS, "stop-me", namespace),
                      until=lambda r: _condition(r, "Succeeded").get("reason") == "Running", timeout=90,
@@ -233,3 +249,55 @@ async def test_a_cancel_on_the_manager_cancels_the_run_on_its_worker(
                                 until=lambda w: _condition(w, "Finished").get("status") == "True", timeout=90,
                                 what="the manager Workload finished")  # fmt: skip
     assert _condition(finished, "Finished")["reason"] == "Failed"
+
+
+PRIORITY_CLASSES = Resource("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses", "WorkloadPriorityClass",
+                            namespaced=False)  # fmt: skip
+
+
+async def test_the_integration_makes_the_workload_tekton_kueue_makes(
+    clients: dict[str, ApiClient], namespace: str, fleet: Fleet, tmp_path: Path
+) -> None:
+    """The same PipelineRun on worker1 under tekton-kueue v0.3.0 and on worker2 under this project's integration
+    (each object as its own webhook leaves it): the two Workloads, field by field."""
+    priority = f"high-{namespace}"
+    for worker in ("worker1", "worker2"):
+        await Objects(clients[worker], PRIORITY_CLASSES).create(
+            {"apiVersion": KUEUE_API, "kind": "WorkloadPriorityClass", "metadata": {"name": priority}, "value": 50}
+        )
+    labels = {"kueue.x-k8s.io/queue-name": "user-queue", "kueue.x-k8s.io/priority-class": priority,
+              "kueue.x-k8s.io/max-exec-time-seconds": "600"}  # fmt: skip
+    annotations = {"kueue.konflux-ci.dev/requests-cpu": "500m", "kueue.konflux-ci.dev/requests-memory": "1Gi"}
+    made = {}
+    try:
+        async with contextlib.AsyncExitStack() as stack:
+            stack.callback(start_tekton_kueue_controller(fleet.runtimes["worker1"], fleet.tekton_kueue).stop)
+            await stack.enter_async_context(_controller(clients["worker2"], _config("integration"), "worker",
+                                                        tmp_path / "w2"))  # fmt: skip
+            for worker, held in (("worker1", {}), ("worker2", {"multikueue.x-k8s.io/suspended-for-queue": "true"})):
+                body = pipelinerun("same", labels=labels, status="PipelineRunPending")
+                body["metadata"]["annotations"] = {**annotations, **held}
+                run = await Objects(clients[worker], PIPELINERUNS).create(body, namespace)
+                name = workload_name("same", run["metadata"]["uid"], PR)
+                made[worker] = (run, await eventually(lambda w=worker, n=name: _get(clients[w], WORKLOADS, n,  # type: ignore[misc]
+                                                                                   namespace), timeout=60,
+                                                      what=f"the Workload on {worker}"))  # fmt: skip
+    finally:
+        for worker in ("worker1", "worker2"):
+            await Objects(clients[worker], PRIORITY_CLASSES).delete(priority)
+    (theirs_run, theirs), (ours_run, ours) = made["worker1"], made["worker2"]
+
+    def normalised(workload: Any, run: Any) -> dict[str, Any]:
+        meta = workload["metadata"]
+        uid = run["metadata"]["uid"]
+        return {
+            "name": meta["name"] == workload_name("same", uid, PR),  # the same naming function
+            "labels": {k: (v == uid if k == "kueue.x-k8s.io/job-uid" else v) for k, v in
+                       (meta.get("labels") or {}).items()},
+            "annotations": meta.get("annotations") or {},
+            "finalizers": meta.get("finalizers"),
+            "ownerReferences": [{**r, "uid": r["uid"] == uid} for r in meta.get("ownerReferences") or []],
+            "spec": workload["spec"],
+        }  # fmt: skip
+
+    assert normalised(ours, ours_run) == normalised(theirs, theirs_run)

@@ -70,15 +70,21 @@ class GenericAdapter:
             ORIGIN_ANNOTATION: origin,
             MANAGER_UID_ANNOTATION: meta.get("uid", ""),
         }
+        labels = {**(body["metadata"].get("labels") or {}), ORIGIN_LABEL: origin}
         if workload_name is not None:
             annotations[PREBUILT_WORKLOAD] = workload_name
+            # Kueue >= 0.18 writes only the annotation and reads it first; integrations built on older Kueue
+            # (tekton-kueue v0.3.0 is on v0.14.5) read only the label, and without it make a Workload of their own,
+            # admitted beside the prebuilt one (seen in `make interop`). Both, where a label value can hold it.
+            if len(workload_name) <= 63:
+                labels[PREBUILT_WORKLOAD] = workload_name
         return {
             "apiVersion": self.gvk.api_version,
             "kind": self.gvk.kind,
             "metadata": {
                 "name": meta["name"],
                 "namespace": meta["namespace"],
-                "labels": {**(body["metadata"].get("labels") or {}), ORIGIN_LABEL: origin},
+                "labels": labels,
                 "annotations": annotations,
             },
             "spec": body.get("spec") or {},

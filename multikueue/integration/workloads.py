@@ -89,7 +89,11 @@ def pod_sets(obj: Object, integration: Integration) -> list[Object]:
         else:
             # Synthetic, as tekton-kueue's: one container whose requests stand for what one pod of the run needs.
             resources = {"requests": _requests(obj, source)}
-            template = {"spec": {"containers": [{"name": "dummy", "image": "dummy", "resources": resources}]}}
+            # `metadata: {}` as Go writes an empty ObjectMeta: the Workload is then byte for byte tekton-kueue's.
+            template = {
+                "metadata": {},
+                "spec": {"containers": [{"name": "dummy", "image": "dummy", "resources": resources}]},
+            }
         result.append({"name": source.name, "count": _count(obj, source), "template": template})
     return result
 

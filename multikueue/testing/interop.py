@@ -134,6 +134,7 @@ class KueueProcess:
         (self.directory / "webhook").mkdir(exist_ok=True)
         serving.write(self.directory / "webhook", "tls")
         _metrics_certificate(ca)
+        await crds.install_crds(api, converted_kueue_crds(self.webhook_port, ca.cert_pem))
         core = k8s_client.CoreV1Api(api)
         try:
             await core.create_namespace(raw_body({"metadata": {"name": KUEUE_NAMESPACE}}))
@@ -370,3 +371,77 @@ def tekton_config_maps() -> list[dict[str, Any]]:
                     doc["data"] = {"metrics-protocol": "none", "tracing-protocol": "none"}
                 maps.append(doc)
     return maps
+
+
+# --------------------------------------------------------------------------------------------------- tekton-kueue
+
+TEKTON_KUEUE_MODULE = "github.com/konflux-ci/tekton-kueue"
+TEKTON_KUEUE_VERSION = "v0.3.0"  # the newest the proxy here serves; built against Kueue v0.14.5 (v1beta1 Workloads)
+# Kueue's CRDs whose v1beta1 <-> v1beta2 conversion its webhook serves (config/components/crd/patches).
+CONVERTED = ("localqueues", "clusterqueues", "cohorts", "workloads", "multikueueclusters")
+SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+
+def tekton_kueue_binary(progress: Progress = _quiet) -> Path:
+    """tekton-kueue's manager (``controller``, ``webhook`` subcommands). Its go.mod replaces cel-go, which
+    ``go install`` refuses; the wrapper module carries the same replace."""
+    target = cache_root() / "interop" / f"tekton-kueue-{TEKTON_KUEUE_VERSION}" / "manager"
+    if target.exists():
+        return target
+    go = shutil.which("go")
+    if go is None:
+        raise ComponentUnavailable(f"tekton-kueue {TEKTON_KUEUE_VERSION}: needs Go on PATH")
+    directory = _module_dir(TEKTON_KUEUE_MODULE, TEKTON_KUEUE_VERSION)
+    replaces = [line.split("=>") for line in (directory / "go.mod").read_text().splitlines()
+                if line.startswith("replace ")]  # fmt: skip
+    target.parent.mkdir(parents=True, exist_ok=True)
+    env = {**_environ(), "CGO_ENABLED": "0"}
+    with tempfile.TemporaryDirectory(prefix="multikueue-tekton-kueue-build-") as work:
+        steps = [[go, "mod", "init", "local/multikueue-tekton-kueue"]]
+        for old, new in replaces:
+            module, version = new.split()
+            steps.append([go, "mod", "edit", "-replace", f"{old.split()[1]}={module}@{version}"])
+        steps += [[go, "get", f"{TEKTON_KUEUE_MODULE}/cmd@{TEKTON_KUEUE_VERSION}"],
+                  [go, "build", "-o", str(target.with_suffix(".tmp")), "-ldflags", "-s -w",
+                   f"{TEKTON_KUEUE_MODULE}/cmd"]]  # fmt: skip
+        (Path(work) / "go.sum").write_bytes((directory / "go.sum").read_bytes())
+        for argv in steps:
+            progress(f"tekton-kueue {TEKTON_KUEUE_VERSION}: go {' '.join(argv[1:3])} ...")
+            result = subprocess.run(argv, cwd=work, capture_output=True, text=True, check=False, env=env)
+            if result.returncode != 0:
+                tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-15:])
+                raise ComponentUnavailable(f"tekton-kueue: `go {' '.join(argv[1:])}` failed:\n{tail}")
+    target.with_suffix(".tmp").rename(target)
+    return target
+
+
+def converted_kueue_crds(port: int, ca_pem: bytes) -> list[dict[str, Any]]:
+    """Kueue's CRDs serving v1beta1 too, converted by that cluster's Kueue (as its kustomize patches set up):
+    tekton-kueue, built against Kueue v0.14, reads and writes v1beta1 Workloads."""
+    import base64
+
+    bases = crds.KUEUE.directory() / "config" / "components" / "crd" / "bases"
+    result = []
+    for path in sorted(bases.glob("kueue.x-k8s.io_*.yaml")):
+        crd = yaml.safe_load(path.read_text())
+        for key in ("creationTimestamp", "annotations"):
+            crd["metadata"].pop(key, None)
+        crd.pop("status", None)
+        if crd["spec"]["names"]["plural"] in CONVERTED:
+            crd["spec"]["conversion"] = {"strategy": "Webhook", "webhook": {
+                "clientConfig": {"url": f"https://127.0.0.1:{port}/convert",
+                                 "caBundle": base64.b64encode(ca_pem).decode()},
+                "conversionReviewVersions": ["v1"]}}  # fmt: skip
+        result.append(crd)  # every version served, as upstream installs them
+    return result
+
+
+def start_tekton_kueue_controller(runtime: ClusterRuntime, binary: Path) -> processes.ManagedProcess:
+    """tekton-kueue's controller (Kueue v0.14's jobframework for PipelineRun) on one cluster. Its webhook is not
+    run: it binds 0.0.0.0:9443 with no flag to change either, and reads the in-cluster namespace file; tests make
+    the objects it would (``spec.status: PipelineRunPending``, the queue-name label, ``spec.managedBy``)."""
+    runtime._start("tekton-kueue", [
+        str(binary), "controller", f"--kubeconfig={runtime.cluster.kubeconfig_path}", "--metrics-bind-address=0",
+        f"--health-probe-bind-address=127.0.0.1:{free_port()}",
+    ])  # fmt: skip
+    return runtime.processes[-1]

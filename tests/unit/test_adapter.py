@@ -28,6 +28,13 @@ def manager_run() -> dict[str, Any]:
     return run
 
 
+def test_a_prebuilt_name_too_long_for_a_label_is_only_an_annotation() -> None:
+    name = "w" * 64
+    remote = ADAPTER.build_remote(manager_run(), workload_name=name, origin="mk")
+    assert "kueue.x-k8s.io/prebuilt-workload-name" not in remote["metadata"]["labels"]
+    assert remote["metadata"]["annotations"]["kueue.x-k8s.io/prebuilt-workload-name"] == name
+
+
 def test_the_worker_copy_carries_only_name_namespace_labels_annotations_and_spec() -> None:
     remote = ADAPTER.build_remote(manager_run(), workload_name="pipelinerun-hello", origin="mk")
     assert set(remote) == {"apiVersion", "kind", "metadata", "spec"}
@@ -35,7 +42,12 @@ def test_the_worker_copy_carries_only_name_namespace_labels_annotations_and_spec
     assert remote["metadata"] == {
         "name": "hello",
         "namespace": "team-a",
-        "labels": {"app": "x", "kueue.x-k8s.io/multikueue-origin": "mk"},
+        # The prebuilt name as Kueue >= 0.18 writes it (annotation) and as older integrations read it (label).
+        "labels": {
+            "app": "x",
+            "kueue.x-k8s.io/multikueue-origin": "mk",
+            "kueue.x-k8s.io/prebuilt-workload-name": "pipelinerun-hello",
+        },
         "annotations": {
             "note": "kept",
             "kueue.x-k8s.io/prebuilt-workload-name": "pipelinerun-hello",
