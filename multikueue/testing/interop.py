@@ -10,6 +10,7 @@ Any step that cannot be done raises ``ComponentUnavailable`` naming the componen
 from __future__ import annotations
 
 import copy
+import os
 import shutil
 import ssl
 import subprocess
@@ -50,37 +51,8 @@ def kueue_binary(progress: Progress = _quiet) -> Path:
     """Kueue's manager at the CRDs' version, built once into the cache (~10 min on 2 cores, cold)."""
     version = crds.KUEUE_VERSION
     target = cache_root() / "interop" / f"kueue-{version}" / "kueue"
-    if target.exists():
-        return target
-    go = shutil.which("go")
-    if go is None:
-        raise ComponentUnavailable(f"Kueue {version}: needs Go on PATH to build sigs.k8s.io/kueue/cmd/kueue")
-    module_dir = crds.KUEUE.directory()  # the module source, fetched from the proxy (also the CRDs' source)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    with tempfile.TemporaryDirectory(prefix="multikueue-kueue-build-") as work:
-        steps = [
-            [go, "mod", "init", "local/multikueue-kueuebin"],
-            [go, "get", f"sigs.k8s.io/kueue/cmd/kueue@{version}"],
-            [go, "build", "-o", str(target.with_suffix(".tmp")), "-ldflags",
-             f"-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion={version}", "sigs.k8s.io/kueue/cmd/kueue"],
-        ]  # fmt: skip
-        for i, argv in enumerate(steps):
-            if i == 1:
-                (Path(work) / "go.sum").write_bytes((module_dir / "go.sum").read_bytes())
-            progress(f"Kueue {version}: go {' '.join(argv[1:3])} ...")
-            result = subprocess.run(argv, cwd=work, capture_output=True, text=True, check=False,
-                                    env={**_environ(), "CGO_ENABLED": "0"})  # fmt: skip
-            if result.returncode != 0:
-                tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-15:])
-                raise ComponentUnavailable(f"Kueue {version}: `go {' '.join(argv[1:])}` failed:\n{tail}")
-    target.with_suffix(".tmp").rename(target)
-    return target
-
-
-def _environ() -> dict[str, str]:
-    import os
-
-    return dict(os.environ)
+    ldflags = f"-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion={version}"
+    return _go_build("Kueue", "sigs.k8s.io/kueue", "sigs.k8s.io/kueue/cmd/kueue", version, target, progress, ldflags)
 
 
 def _webhook_configurations(module: Path, port: int, ca_pem: bytes) -> list[dict[str, Any]]:
@@ -148,7 +120,7 @@ class KueueProcess:
             await create(raw_body(doc))
         config_path = self.directory / "kueue-config.yaml"
         config_path.write_text(yaml.safe_dump(self.configuration(external_frameworks)))
-        env = {**_environ(), "KUBECONFIG": str(self.cluster.kubeconfig_path)}
+        env = {**dict(os.environ), "KUBECONFIG": str(self.cluster.kubeconfig_path)}
         argv = [str(self.binary), f"--config={config_path}", "--feature-gates=VisibilityOnDemand=false",
                 "--zap-log-level=2"]  # fmt: skip
         self.process = processes.ManagedProcess(f"kueue-{self.cluster.name}", argv, self.directory / "kueue.log", env)
@@ -210,33 +182,36 @@ TEKTON_NAMESPACE = "tekton-pipelines"
 FAKE_NODE = "kwok-node-0"
 
 
-def _go_build(label: str, module: str, package: str, version: str, target: Path, progress: Progress) -> Path:
-    """Build ``package`` of ``module@version`` with a wrapper module and the module's own go.sum, into ``target``."""
+def _go_build(label: str, module: str, package: str, version: str, target: Path, progress: Progress,
+              ldflags: str = "-s -w") -> Path:  # fmt: skip
+    """Build ``package`` of ``module@version`` into ``target`` (once: the cache keeps it) with a wrapper module.
+
+    ``go install pkg@version`` cannot be used here: it asks the proxy for the module's version list, which this
+    machine's proxy refuses, and it refuses modules with ``replace`` directives. The wrapper carries the module's
+    own go.sum (some dependencies are missing from the checksum database here) and its ``replace`` lines.
+    """
     if target.exists():
         return target
     go = shutil.which("go")
     if go is None:
         raise ComponentUnavailable(f"{label} {version}: needs Go on PATH to build {package}")
+    source = _module_dir(module, version)
+    replaces = [line.removeprefix("replace ").split("=>") for line in (source / "go.mod").read_text().splitlines()
+                if line.startswith("replace ")]  # fmt: skip
+    steps = [["mod", "init", "local/multikueue-interop"]]
+    steps += [["mod", "edit", "-replace", f"{old.split()[0]}={'@'.join(new.split())}"] for old, new in replaces]
+    steps += [["get", f"{package}@{version}"], ["build", "-o", str(target.with_suffix(".tmp")), "-ldflags", ldflags,
+                                                package]]  # fmt: skip
     target.parent.mkdir(parents=True, exist_ok=True)
-    env = {**_environ(), "CGO_ENABLED": "0"}
     with tempfile.TemporaryDirectory(prefix="multikueue-interop-build-") as work:
-        steps = [
-            [go, "mod", "init", "local/multikueue-interop"],
-            [go, "mod", "download", "-json", f"{module}@{version}"],
-            [go, "get", f"{package}@{version}"],
-            [go, "build", "-o", str(target.with_suffix(".tmp")), "-ldflags", "-s -w", package],
-        ]
-        for i, argv in enumerate(steps):
-            progress(f"{label} {version}: go {' '.join(argv[1:3])} ...")
-            result = subprocess.run(argv, cwd=work, capture_output=True, text=True, check=False, env=env)
+        (Path(work) / "go.sum").write_bytes((source / "go.sum").read_bytes())
+        for args in steps:
+            progress(f"{label} {version}: go {' '.join(args[:2])} ...")
+            result = subprocess.run([go, *args], cwd=work, capture_output=True, text=True, check=False,
+                                    env={**os.environ, "CGO_ENABLED": "0"})  # fmt: skip
             if result.returncode != 0:
                 tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-15:])
-                raise ComponentUnavailable(f"{label} {version}: `go {' '.join(argv[1:])}` failed:\n{tail}")
-            if i == 1:  # the module's own go.sum: its dependencies' hashes without the checksum database
-                import json
-
-                directory = Path(json.loads(result.stdout)["Dir"])
-                (Path(work) / "go.sum").write_bytes((directory / "go.sum").read_bytes())
+                raise ComponentUnavailable(f"{label} {version}: `go {' '.join(args)}` failed:\n{tail}")
     target.with_suffix(".tmp").rename(target)
     return target
 
@@ -304,7 +279,7 @@ class ClusterRuntime:
 
     def _start(self, name: str, argv: list[str], env: dict[str, str] | None = None) -> None:
         process = processes.ManagedProcess(f"{name}-{self.cluster.name}", argv, self.directory / f"{name}.log",
-                                           {**_environ(), **(env or {})})  # fmt: skip
+                                           {**dict(os.environ), **(env or {})})  # fmt: skip
         process.start()
         self.processes.append(process)
 
@@ -379,40 +354,13 @@ TEKTON_KUEUE_MODULE = "github.com/konflux-ci/tekton-kueue"
 TEKTON_KUEUE_VERSION = "v0.3.0"  # the newest the proxy here serves; built against Kueue v0.14.5 (v1beta1 Workloads)
 # Kueue's CRDs whose v1beta1 <-> v1beta2 conversion its webhook serves (config/components/crd/patches).
 CONVERTED = ("localqueues", "clusterqueues", "cohorts", "workloads", "multikueueclusters")
-SERVICE_ACCOUNT_DIR = Path("/var/run/secrets/kubernetes.io/serviceaccount")
 
 
 def tekton_kueue_binary(progress: Progress = _quiet) -> Path:
-    """tekton-kueue's manager (``controller``, ``webhook`` subcommands). Its go.mod replaces cel-go, which
-    ``go install`` refuses; the wrapper module carries the same replace."""
+    """tekton-kueue's manager (``controller``, ``webhook`` subcommands); its go.mod replaces cel-go."""
     target = cache_root() / "interop" / f"tekton-kueue-{TEKTON_KUEUE_VERSION}" / "manager"
-    if target.exists():
-        return target
-    go = shutil.which("go")
-    if go is None:
-        raise ComponentUnavailable(f"tekton-kueue {TEKTON_KUEUE_VERSION}: needs Go on PATH")
-    directory = _module_dir(TEKTON_KUEUE_MODULE, TEKTON_KUEUE_VERSION)
-    replaces = [line.split("=>") for line in (directory / "go.mod").read_text().splitlines()
-                if line.startswith("replace ")]  # fmt: skip
-    target.parent.mkdir(parents=True, exist_ok=True)
-    env = {**_environ(), "CGO_ENABLED": "0"}
-    with tempfile.TemporaryDirectory(prefix="multikueue-tekton-kueue-build-") as work:
-        steps = [[go, "mod", "init", "local/multikueue-tekton-kueue"]]
-        for old, new in replaces:
-            module, version = new.split()
-            steps.append([go, "mod", "edit", "-replace", f"{old.split()[1]}={module}@{version}"])
-        steps += [[go, "get", f"{TEKTON_KUEUE_MODULE}/cmd@{TEKTON_KUEUE_VERSION}"],
-                  [go, "build", "-o", str(target.with_suffix(".tmp")), "-ldflags", "-s -w",
-                   f"{TEKTON_KUEUE_MODULE}/cmd"]]  # fmt: skip
-        (Path(work) / "go.sum").write_bytes((directory / "go.sum").read_bytes())
-        for argv in steps:
-            progress(f"tekton-kueue {TEKTON_KUEUE_VERSION}: go {' '.join(argv[1:3])} ...")
-            result = subprocess.run(argv, cwd=work, capture_output=True, text=True, check=False, env=env)
-            if result.returncode != 0:
-                tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-15:])
-                raise ComponentUnavailable(f"tekton-kueue: `go {' '.join(argv[1:])}` failed:\n{tail}")
-    target.with_suffix(".tmp").rename(target)
-    return target
+    package = f"{TEKTON_KUEUE_MODULE}/cmd"
+    return _go_build("tekton-kueue", TEKTON_KUEUE_MODULE, package, TEKTON_KUEUE_VERSION, target, progress)
 
 
 def converted_kueue_crds(port: int, ca_pem: bytes) -> list[dict[str, Any]]:
