@@ -34,7 +34,10 @@ KUEUE_API = "kueue.x-k8s.io/v1beta2"
 RESOURCE_FLAVORS = Resource("kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor", namespaced=False)
 CLUSTER_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue", namespaced=False)
 LOCAL_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
-CONFIG = (Path(__file__).parents[2] / "examples" / "tekton" / "integration-config.yaml").read_text()
+EXAMPLES = Path(__file__).parents[2] / "examples" / "tekton"
+CONFIG = (EXAMPLES / "integration-config.yaml").read_text()
+EXAMPLE = EXAMPLES / "pipelinerun.yaml"
+QUEUE = yaml.safe_load(EXAMPLE.read_text())["metadata"]["labels"]["kueue.x-k8s.io/queue-name"]
 DONE = {"startTime": "2026-08-01T10:00:01Z", "completionTime": "2026-08-01T10:05:00Z",
         "conditions": [{"type": "Succeeded", "status": "True", "reason": "Succeeded",
                         "message": "Tasks Completed: 1 (Failed: 0, Cancelled 0), Skipped: 0",
@@ -55,7 +58,7 @@ def _config(integration: str) -> str:
 
 async def _queues(api: ApiClient, namespace: str, *, check: str | None) -> None:
     """A flavor, a ClusterQueue covering the synthetic requests (with the admission check on the manager), and
-    the LocalQueue ``user-queue``. Cluster-scoped names carry the namespace, so tests do not share quota."""
+    the example's LocalQueue. Cluster-scoped names carry the namespace, so tests do not share quota."""
     flavor, queue = f"{namespace}-default", f"{namespace}-cq"
     await Objects(api, RESOURCE_FLAVORS).create({"apiVersion": KUEUE_API, "kind": "ResourceFlavor",
                                                  "metadata": {"name": flavor}})  # fmt: skip
@@ -71,7 +74,7 @@ async def _queues(api: ApiClient, namespace: str, *, check: str | None) -> None:
     await Objects(api, CLUSTER_QUEUES).create({"apiVersion": KUEUE_API, "kind": "ClusterQueue",
                                                "metadata": {"name": queue}, "spec": spec})  # fmt: skip
     await Objects(api, LOCAL_QUEUES).create({"apiVersion": KUEUE_API, "kind": "LocalQueue",
-                                             "metadata": {"name": "user-queue"}, "spec": {"clusterQueue": queue}},
+                                             "metadata": {"name": QUEUE}, "spec": {"clusterQueue": queue}},
                                             namespace)  # fmt: skip
 
 
@@ -149,10 +152,11 @@ async def _get(api: ApiClient, resource: Resource, name: str, namespace: str) ->
 
 
 async def _submit(clients: dict[str, ApiClient], namespace: str, name: str, integration: str) -> tuple[Any, str]:
-    body = pipelinerun(name, labels={"kueue.x-k8s.io/queue-name": "user-queue"}, managedBy=kueue.MANAGED_BY)
+    """The Tekton example (examples/tekton/pipelinerun.yaml) on the manager, under ``name`` in ``namespace``."""
+    body = yaml.safe_load(EXAMPLE.read_text())
+    body["metadata"].update(name=name, namespace=namespace)
     if integration == "tekton-kueue":  # what tekton-kueue's webhook (multiKueueOverride) would have set
         body["spec"]["status"] = "PipelineRunPending"
-    body["metadata"]["annotations"] = {"kueue.konflux-ci.dev/requests-cpu": "2"}
     created = await Objects(clients["manager"], PIPELINERUNS).create(body, namespace)
     return created, workload_name(name, created["metadata"]["uid"], PR)
 
@@ -195,7 +199,7 @@ async def test_a_pipelinerun_runs_through_real_kueue_and_tekton_and_comes_back_f
     workload = await eventually(lambda: _get(clients["manager"], WORKLOADS, wl, namespace),
                                 until=lambda w: _condition(w, "QuotaReserved").get("status") == "True", timeout=90,
                                 what="quota reserved by the manager's Kueue")  # fmt: skip
-    assert workload["status"]["admission"]["podSetAssignments"][0]["resourceUsage"]["cpu"] == "2"
+    assert workload["status"]["admission"]["podSetAssignments"][0]["resourceUsage"]["cpu"] == "1"  # its annotation
     worker = await _running_on_a_worker(clients, namespace, "hello", wl)
     other = "worker2" if worker == "worker1" else "worker1"
     await eventually(lambda: _get(clients[other], WORKLOADS, wl, namespace), until=lambda w: w is None, timeout=60,
