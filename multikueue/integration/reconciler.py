@@ -31,7 +31,7 @@ OwnerIndex = tuple[str, str, str]  # namespace, owner kind, owner name
 
 WORKLOAD_PRIORITY_CLASSES = Resource(KUEUE, "v1beta2", "workloadpriorityclasses", "WorkloadPriorityClass",
                                      namespaced=False)  # fmt: skip
-PREBUILT_RECHECK = 30.0  # a worker copy whose prebuilt Workload is late: looked at again (its creation also wakes it)
+PREBUILT_RECHECK = 30.0  # a copy whose prebuilt Workload is late: looked at again (its creation wakes it first)
 
 
 class IntegrationReconciler:
@@ -45,11 +45,14 @@ class IntegrationReconciler:
         self.priorities = Objects(api, WORKLOAD_PRIORITY_CLASSES)
         self.by_owner: dict[OwnerIndex, set[ObjectKey]] = defaultdict(set)
         self._said: dict[Key, str] = {}  # the last composition error said on an object: said once
+        self._awaiting: dict[ObjectKey, Key] = {}  # a prebuilt Workload not made yet -> the copy that names it
 
     def index(self, kind: str, workload: Object) -> list[Key]:
         """Track a Workload event; the keys of the objects it belongs to (by controller owner reference)."""
         key = ObjectKey.of(workload)
         keys: list[Key] = []
+        if kind != DELETED and (waiting := self._awaiting.pop(key, None)) is not None:
+            keys.append(waiting)  # the copy that was waiting for this prebuilt Workload: at once, not at the recheck
         for ref in workload["metadata"].get("ownerReferences") or []:
             if not ref.get("controller"):
                 continue
@@ -101,6 +104,7 @@ class IntegrationReconciler:
         if step is Step.NOTHING:
             return None
         if step is Step.WAIT_FOR_PREBUILT:
+            self._awaiting[ObjectKey(meta["namespace"], workloads.prebuilt_workload(obj))] = (gvk, ObjectKey.of(obj))
             return Result(requeue_after=PREBUILT_RECHECK)
         if step in (Step.HOLD, Step.MARK_HELD, Step.STOP, Step.RUN):
             patch = suspend_patch(integration, step)

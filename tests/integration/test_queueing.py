@@ -325,3 +325,39 @@ async def test_multikueue_end_to_end_with_the_integration_on_the_manager_and_a_w
                      and not w["metadata"].get("finalizers"), "the manager Workload finished")  # fmt: skip
         await s.wait(s.runs("worker1"), "hello", lambda r: r is None, "nothing left on worker1")
         await s.wait(s.workloads("worker1"), name, lambda w: w is None, "no Workload left on worker1")
+
+
+async def test_a_copy_that_arrives_before_its_prebuilt_workload_is_adopted_when_it_appears(
+    worker1_api: ApiClient, namespace: str
+) -> None:
+    """On a worker: the copy names a Workload not made yet. It is held meanwhile, and adopted and released as soon
+    as the Workload appears (its creation wakes the copy; the 30 s recheck is only a safety net)."""
+    api, runs = worker1_api, Objects(worker1_api, PIPELINERUNS)
+    async with _running(api, _config(namespace, TEKTON_ADAPTER)):
+        body = pipelinerun("copy", labels={QUEUE_NAME_LABEL: "user-queue",
+                                           "kueue.x-k8s.io/prebuilt-workload-name": "prebuilt-copy"})  # fmt: skip
+        body["metadata"]["annotations"] = {"kueue.x-k8s.io/prebuilt-workload-name": "prebuilt-copy"}
+        copy = await runs.create(body, namespace)
+        await eventually(lambda: _get(runs, "copy", namespace), until=lambda r: r["spec"].get("status")
+                         == "PipelineRunPending" and _held(r), what="held while its Workload is missing")  # fmt: skip
+        config = parse_configuration(_config(namespace, TEKTON_ADAPTER))
+        integration = config.integrations[PR]
+        current = await runs.get("copy", namespace)
+        assert current is not None
+        workload = workloads_build(current, integration)
+        workload["metadata"].update(name="prebuilt-copy", ownerReferences=[], labels={})
+        await Objects(api, WORKLOADS).create(workload, namespace)
+        await kueue.admit(api, "prebuilt-copy", namespace)
+        adopted = await eventually(lambda: _get(Objects(api, WORKLOADS), "prebuilt-copy", namespace), timeout=10,
+                                   until=lambda w: bool(w["metadata"].get("ownerReferences")),
+                                   what="adopted within seconds of appearing")  # fmt: skip
+        assert adopted["metadata"]["ownerReferences"][0]["uid"] == copy["metadata"]["uid"]
+        await eventually(lambda: _get(runs, "copy", namespace), until=lambda r: "status" not in r["spec"],
+                         timeout=10, what="released on its Workload's admission")  # fmt: skip
+
+
+def workloads_build(obj: Any, integration: Any) -> Any:
+    from multikueue.integration.workloads import build
+
+    return build({**obj, "apiVersion": "tekton.dev/v1", "kind": "PipelineRun"}, PR, integration, active=True,
+                 priority=None)  # fmt: skip
