@@ -85,7 +85,7 @@ class IntegrationReconciler:
         informer, resource = self.kinds[gvk]
         obj = informer.get(object_key)
         if obj is None or obj["metadata"].get("deletionTimestamp"):
-            await self._object_gone(gvk, object_key, None if obj is None else obj["metadata"].get("uid"))
+            await self._object_gone(gvk, object_key)
             return None
         obj = {**obj, "apiVersion": gvk.api_version, "kind": gvk.kind}
         adapter = self.config.adapter(gvk)
@@ -195,17 +195,13 @@ class IntegrationReconciler:
             if e.status != 404:
                 raise
 
-    async def _object_gone(self, gvk: GroupVersionKind, key: ObjectKey, uid: str | None) -> None:
+    async def _object_gone(self, gvk: GroupVersionKind, key: ObjectKey) -> None:
         """The object is deleted (or being deleted): its Workloads go too (Kueue's finalizer first)."""
+        self._said.pop((gvk, key), None)
         for workload_key in sorted(self.by_owner.get((key.namespace, gvk.kind, key.name), ())):
             workload = self.workload_informer.get(workload_key)
             if workload is None:
                 continue
-            owner = workloads.controller_uid(workload)
-            live = self.kinds[gvk][0].get(key)
-            if live is not None and not live["metadata"].get("deletionTimestamp") and \
-                    live["metadata"].get("uid") == owner:  # fmt: skip
-                continue  # a new object of the same name: its Workload stays
             await self._remove_finalizer(workload)
             await self.workloads.delete(workload_key.name, workload_key.namespace)
             log.info("Workload deleted with its object", kind=gvk.kind, object=str(key), workload=str(workload_key))

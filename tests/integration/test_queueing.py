@@ -171,7 +171,9 @@ async def test_the_webhook_holds_a_pipelinerun_whose_workload_runs_it_on_admissi
             assert requests == {"tekton.dev/pipelineruns": "1", "cpu": "500m", "memory": "1Gi"}
             assert spec.get("active", True) is True
 
-            await kueue.admit(api, workload["metadata"]["name"], namespace)
+            await eventually(
+                lambda: kueue.admit(api, workload["metadata"]["name"], namespace), what="admit (a conflict retried)"
+            )
             released = await eventually(
                 lambda: _get(runs, "build", namespace),
                 until=lambda r: "status" not in r["spec"] and not _held(r),
@@ -214,11 +216,16 @@ async def test_without_the_webhook_a_suspend_kind_is_held_stopped_on_eviction_an
         assert (pod_set["name"], pod_set["count"], pod_set["template"]) == ("workers", 3, template)
         name = workload["metadata"]["name"]
 
-        await kueue.admit(api, name, namespace)
+        await eventually(lambda: kueue.admit(api, name, namespace), what="admit (a conflict retried)")
         await eventually(lambda: _get(widgets, "w1", namespace), until=lambda w: w["spec"].get("suspend") is False
                          and not _held(w), what="released on admission")  # fmt: skip
 
-        await kueue.evict(api, name, namespace, reason="Preempted", message="Preempted to accommodate a workload")
+        await eventually(
+            lambda: kueue.evict(
+                api, name, namespace, reason="Preempted", message="Preempted to accommodate a workload"
+            ),
+            what="evict (a conflict retried)",
+        )
         await eventually(lambda: _get(widgets, "w1", namespace), until=lambda w: w["spec"].get("suspend") is True
                          and _held(w), what="stopped (suspended) on eviction")  # fmt: skip
         released = await _workload(
@@ -233,7 +240,7 @@ async def test_without_the_webhook_a_suspend_kind_is_held_stopped_on_eviction_an
         assert _condition(released, "Admitted")["status"] == "False"
         assert "admission" not in released["status"]
 
-        await kueue.admit(api, name, namespace)
+        await eventually(lambda: kueue.admit(api, name, namespace), what="admit (a conflict retried)")
         await eventually(lambda: _get(widgets, "w1", namespace), until=lambda w: w["spec"].get("suspend") is False,
                          what="runs again on re-admission")  # fmt: skip
 
@@ -257,7 +264,9 @@ async def test_a_users_own_hold_is_never_undone_and_bad_requests_are_said_on_the
                         what="activated once the user lets go")  # fmt: skip
         queued = await eventually(lambda: _get(runs, "mine", namespace), until=_held, what="held for the queue")
         assert queued["spec"]["status"] == "PipelineRunPending"
-        await kueue.admit(api, workload["metadata"]["name"], namespace)
+        await eventually(
+            lambda: kueue.admit(api, workload["metadata"]["name"], namespace), what="admit (a conflict retried)"
+        )
         await eventually(lambda: _get(runs, "mine", namespace), until=lambda r: "status" not in r["spec"],
                          what="released on admission")  # fmt: skip
 
@@ -303,7 +312,7 @@ async def test_multikueue_end_to_end_with_the_integration_on_the_manager_and_a_w
 
         await kueue.reserve_quota(s.api["manager"], name, ns, checks=[s.names["check"]])
         await s.copied(name, "worker1")
-        await kueue.admit(s.api["worker1"], name, ns)
+        await eventually(lambda: kueue.admit(s.api["worker1"], name, ns), what="admit (a conflict retried)")
         copy = await s.wait(s.runs("worker1"), "hello", lambda r: r is not None, "the copy on worker1")
         worker_workload = await s.wait(s.workloads("worker1"), name, lambda w: (w or {}).get("metadata", {}).get(
             "ownerReferences"), "the prebuilt Workload adopted on worker1")  # fmt: skip
@@ -312,7 +321,8 @@ async def test_multikueue_end_to_end_with_the_integration_on_the_manager_and_a_w
                      "the copy released by the worker's integration")  # fmt: skip
 
         await s.check_state(name, state="Ready")
-        await kueue.admit(s.api["manager"], name, ns)  # the manager's Kueue: every check Ready → Admitted
+        # The manager's Kueue: every check Ready, so Admitted.
+        await eventually(lambda: kueue.admit(s.api["manager"], name, ns), what="admit (a conflict retried)")
         await s.wait(s.runs("manager"), "hello", lambda r: "status" not in r["spec"] and not _held(r),
                      "the manager object released (only its suspend field changes)")  # fmt: skip
         manager_copy = await s.get(s.runs("manager"), "hello")
@@ -347,7 +357,8 @@ async def test_a_copy_that_arrives_before_its_prebuilt_workload_is_adopted_when_
         workload = workloads_build(current, integration)
         workload["metadata"].update(name="prebuilt-copy", ownerReferences=[], labels={})
         await Objects(api, WORKLOADS).create(workload, namespace)
-        await kueue.admit(api, "prebuilt-copy", namespace)
+        # The adoption races this write (both guard on resourceVersion): a conflict is retried, as Kueue does.
+        await eventually(lambda: kueue.admit(api, "prebuilt-copy", namespace), what="admitted by 'Kueue'")
         adopted = await eventually(lambda: _get(Objects(api, WORKLOADS), "prebuilt-copy", namespace), timeout=10,
                                    until=lambda w: bool(w["metadata"].get("ownerReferences")),
                                    what="adopted within seconds of appearing")  # fmt: skip
