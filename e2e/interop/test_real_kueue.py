@@ -7,22 +7,20 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any, Literal
 
-import anyio
 import pytest
 import yaml
 from kubernetes_asyncio import client as k8s_client
 
 from e2e.interop.conftest import Fleet
-from multikueue.config import GroupVersionKind, parse_configuration
+from multikueue.config import GroupVersionKind
 from multikueue.integration.workloads import workload_name
 from multikueue.kube.client import ApiClient, raw_body
 from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects, Resource
-from multikueue.manager import Manager
 from multikueue.testing import kueue
+from multikueue.testing.dispatcher import running
 from multikueue.testing.interop import KUEUE_NAMESPACE, start_tekton_kueue_controller
 from multikueue.testing.objects import pipelinerun
 from multikueue.testing.waiting import eventually, wait_until
@@ -78,16 +76,8 @@ async def _queues(api: ApiClient, namespace: str, *, check: str | None) -> None:
                                             namespace)  # fmt: skip
 
 
-@asynccontextmanager
-async def _controller(api: ApiClient, text: str, role: Literal["manager", "worker"], tmp: Path
-                      ) -> AsyncIterator[Manager]:  # fmt: skip
-    manager = Manager(api, parse_configuration(text), role=role, temp_dir=tmp)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(manager.run)
-        with anyio.fail_after(60):
-            await manager.started.wait()
-        yield manager
-        tg.cancel_scope.cancel()
+def _controller(api: ApiClient, text: str, role: Literal["manager", "worker"], tmp: Path) -> Any:
+    return running(api, text, role=role, temp_dir=tmp)
 
 
 @pytest.fixture

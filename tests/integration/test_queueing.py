@@ -9,7 +9,6 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Literal
 
-import anyio
 import pytest
 import yaml
 from kubernetes_asyncio import client as k8s_client
@@ -19,8 +18,8 @@ from multikueue.integration.workloads import workload_name
 from multikueue.kube.client import ApiClient, raw_body
 from multikueue.kube.resources import WORKLOADS, Objects, Resource
 from multikueue.labels import HELD_ANNOTATION, QUEUE_NAME_LABEL
-from multikueue.manager import Manager
 from multikueue.testing import crds, kueue
+from multikueue.testing.dispatcher import running
 from multikueue.testing.objects import WIDGET_GROUP, pipelinerun, widget_crd
 from multikueue.testing.waiting import eventually
 from tests.integration.scenario import PIPELINERUNS, Scenario
@@ -66,17 +65,9 @@ def _config(namespace: str, *adapters: dict[str, Any], webhook: dict[str, Any] |
     return yaml.safe_dump({"multiKueue": {"externalFrameworks": frameworks}, "dispatcher": dispatcher})
 
 
-@asynccontextmanager
-async def _running(api: ApiClient, text: str, *, role: Literal["manager", "worker"] = "worker"
-                   ) -> AsyncIterator[Manager]:  # fmt: skip
+def _running(api: ApiClient, text: str, *, role: Literal["manager", "worker"] = "worker") -> Any:
     """This controller on one cluster; ``worker`` runs only the integration (and the webhook, if configured)."""
-    manager = Manager(api, parse_configuration(text), role=role)
-    async with anyio.create_task_group() as tg:
-        tg.start_soon(manager.run)
-        with anyio.fail_after(30):
-            await manager.started.wait()
-        yield manager
-        tg.cancel_scope.cancel()
+    return running(api, text, role=role, timeout=30)
 
 
 def _free_port() -> int:
