@@ -125,6 +125,8 @@ class WorkerConnection:
         self.objects: dict[GroupVersionKind, Informer] = {}
         self.resources: dict[GroupVersionKind, Resource] = {}
         self.kind_errors: dict[GroupVersionKind, str] = {}
+        self.unserved: set[GroupVersionKind] = set()  # discovery said no (404): not a transient error
+        self._kinds_checked = False  # `connected` waits for the first discovery: "no kinds yet" is not "no kinds"
         self._scope: anyio.CancelScope | None = None
         self._informers: TaskGroup | None = None
 
@@ -136,7 +138,15 @@ class WorkerConnection:
 
     @property
     def connected(self) -> bool:
-        return self.workloads is not None and self.workloads.connected and self.unreachable_since is None
+        return (self.workloads is not None and self.workloads.connected and self.unreachable_since is None
+                and self._kinds_checked)  # fmt: skip
+
+    def serves(self, gvk: GroupVersionKind) -> bool | None:
+        """Whether the worker serves the kind: ``None`` while unknown (not discovered yet, or discovery failed for a
+        reason other than the kind being absent), which must never be read as "absent"."""
+        if gvk in self.resources:
+            return True
+        return False if gvk in self.unserved else None
 
     @property
     def disconnected_since(self) -> float | None:
@@ -201,6 +211,7 @@ class WorkerConnection:
         self._informers.start_soon(self.workloads.run)
         workloads = self.workloads
         await self.refresh_kinds()
+        self._kinds_checked = True
         with anyio.move_on_after(self.timeout):
             await workloads.synced.wait()
         if not workloads.synced.is_set():
@@ -271,11 +282,13 @@ class WorkerConnection:
                 if self.kind_errors.get(gvk) != str(e):
                     log.warning("kind unavailable on worker", cluster=self.name, kind=str(gvk), error=str(e))
                 self.kind_errors[gvk] = str(e)
+                self.unserved.add(gvk)
                 continue
             except (ApiException, aiohttp.ClientError, TimeoutError, OSError) as e:
                 self.kind_errors[gvk] = _describe(e)
                 continue
             self.kind_errors.pop(gvk, None)
+            self.unserved.discard(gvk)
             self.resources[gvk] = resource
             informer = Informer(
                 Objects(self.api, resource).source(label_selector=self.selector),
@@ -297,6 +310,8 @@ class WorkerConnection:
         self.workloads = None
         self.objects.clear()
         self.resources.clear()
+        self.unserved.clear()
+        self._kinds_checked = False
         self.unreachable_since, self.probe_error = None, None
         self.warnings.clear()
 

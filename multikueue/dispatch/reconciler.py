@@ -275,7 +275,7 @@ class WorkloadReconciler:
         if dispatcher == DISPATCHER_ALL_AT_ONCE:
             # A worker that lacks this kind's CRD cannot run it: it is not nominated for it (Kueue instead
             # marks the whole worker inactive, #3582).
-            nominated = sorted(c for c, conn in connected.items() if adapter.gvk in conn.resources)
+            nominated = sorted(c for c, conn in connected.items() if conn.serves(adapter.gvk))
             if sorted(status.get("nominatedClusterNames") or []) != nominated:
                 await self._patch_workload_status(local, {"nominatedClusterNames": nominated or None})
         elif dispatcher == DISPATCHER_INCREMENTAL:
@@ -298,6 +298,8 @@ class WorkloadReconciler:
                         self.metrics.workloads_dispatched.labels(_cluster_queue(local), cluster).inc()
                 log.info("workload copied to worker", cluster=cluster, workload=str(key))
             elif cluster not in nominated and remotes.get(cluster) is not None:
+                if connection.serves(adapter.gvk) is None:
+                    continue  # not known yet whether it serves the kind: an existing copy is kept, not judged
                 await self._remove_remote(cluster, adapter, job_key, key)
         if missing:
             raise ConnectionError(f"cluster {missing[0]}: no remote client for nominated cluster")

@@ -176,7 +176,10 @@ async def test_a_remote_finish_out_of_sync_retries_instead_of_finishing(scenario
     await s.check_state(wl_name, state="Retry", message=expected)
     manager_wl = await s.get(s.workloads("manager"), wl_name)
     assert not any(c["type"] == "Finished" for c in manager_wl["status"]["conditions"])
-    warnings = [e for e in await s.events(wl_name) if e.type == "Warning"]
+    # The Event is written after the check's state: wait for it rather than read once.
+    events = await eventually(lambda: s.events(wl_name), until=lambda found: any(e.type == "Warning" for e in found),
+                              what="the Warning on the Workload")  # fmt: skip
+    warnings = [e for e in events if e.type == "Warning"]
     assert [e.message for e in warnings] == [expected]
     assert warnings[0].reason == "MultiKueue"
 
@@ -538,3 +541,31 @@ async def test_metrics_health_and_readiness_are_served(scenario: Scenario) -> No
     assert samples[("multikueue_workqueue_wait_seconds_count", (("controller", "multikueue_workload"),))] >= 1
     finished = (("cluster", w2), ("kind", "PipelineRun"), ("reason", "Succeeded"))
     assert samples[("multikueue_objects_finished_total", finished)] == 1
+
+
+async def test_a_copy_is_kept_while_it_is_unknown_whether_its_worker_serves_the_kind(scenario: Scenario) -> None:
+    """Discovery failing for a reason other than the kind being absent (a timeout, a 503) says nothing about the
+    kind: the worker is then not nominated for new runs, but copies already there stay. (A connection also counts
+    as connected only after its first discovery: before, a busy start-up deleted copies a new leader found.)"""
+    from multikueue.config import GroupVersionKind
+    from multikueue.runtime.informer import ObjectKey
+
+    s = scenario
+    _, workload = await s.submit("kept")
+    wl_name = workload["metadata"]["name"]
+    await s.copied(wl_name)
+    assert s.manager is not None
+    assert s.manager.cluster_reconciler is not None
+    assert s.manager.workload_reconciler is not None
+    connection = s.manager.cluster_reconciler.connections[s.names["worker1"]]
+    gvk = GroupVersionKind("tekton.dev", "v1", "PipelineRun")
+    assert connection.serves(gvk) is True
+    resource = connection.resources.pop(gvk)
+    connection.kind_errors[gvk] = "discovery: HTTP 503"
+    try:
+        assert connection.serves(gvk) is None
+        await s.manager.workload_reconciler.reconcile(ObjectKey(s.namespace, wl_name))
+        assert await s.workloads("worker1").get(wl_name, s.namespace) is not None
+    finally:
+        connection.resources[gvk] = resource
+        connection.kind_errors.pop(gvk, None)
