@@ -23,6 +23,9 @@ PLACEMENT_PHASE = "multikueue.x-k8s.io/phase"
 PLACEMENT_AVOID = "multikueue.x-k8s.io/avoid"
 """On a direct-mode manager object: JSON map of workers not to use again, with why (lost there, refused it)."""
 
+LABEL_VALUE_MAX = 63
+"""The longest label value Kubernetes accepts: longer names go in annotations only."""
+
 # The integration (a kind queued on its own cluster with no code): Kueue's keys, as its jobframework uses them.
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 """On a job: the LocalQueue its Workload is submitted to."""

@@ -6,6 +6,7 @@ tekton-kueue, which is not built here). The tests only submit, cancel and look."
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Literal
@@ -82,8 +83,6 @@ def _controller(api: ApiClient, text: str, role: Literal["manager", "worker"], t
 
 @pytest.fixture
 async def namespace(clients: dict[str, ApiClient]) -> str:
-    import uuid
-
     name = f"interop-{uuid.uuid4().hex[:6]}"
     for api in clients.values():
         await k8s_client.CoreV1Api(api).create_namespace(raw_body({"metadata": {"name": name}}))

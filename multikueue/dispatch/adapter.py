@@ -16,7 +16,13 @@ from typing import Any
 
 from multikueue import jsonpaths
 from multikueue.config import Adapter, GroupVersionKind, Predicate
-from multikueue.labels import MANAGER_UID_ANNOTATION, ORIGIN_ANNOTATION, ORIGIN_LABEL, PREBUILT_WORKLOAD
+from multikueue.labels import (
+    LABEL_VALUE_MAX,
+    MANAGER_UID_ANNOTATION,
+    ORIGIN_ANNOTATION,
+    ORIGIN_LABEL,
+    PREBUILT_WORKLOAD,
+)
 
 Object = dict[str, Any]
 
@@ -76,7 +82,7 @@ class GenericAdapter:
             # Kueue >= 0.18 writes only the annotation and reads it first; integrations built on older Kueue
             # (tekton-kueue v0.3.0 is on v0.14.5) read only the label, and without it make a Workload of their own,
             # admitted beside the prebuilt one (seen in `make interop`). Both, where a label value can hold it.
-            if len(workload_name) <= 63:
+            if len(workload_name) <= LABEL_VALUE_MAX:
                 labels[PREBUILT_WORKLOAD] = workload_name
         return {
             "apiVersion": self.gvk.api_version,

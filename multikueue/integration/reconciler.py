@@ -20,7 +20,7 @@ from multikueue.integration.lifecycle import Decision, Step, decide, finished_st
 from multikueue.kube import events
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import KUEUE, WORKLOADS, Objects, Resource
-from multikueue.labels import JOB_UID_LABEL, PRIORITY_CLASS_LABEL, RESOURCE_IN_USE_FINALIZER
+from multikueue.labels import PRIORITY_CLASS_LABEL, RESOURCE_IN_USE_FINALIZER
 from multikueue.runtime.controller import Controller, ControllerObserver, Result
 from multikueue.runtime.informer import DELETED, Informer, ObjectKey
 
@@ -121,9 +121,8 @@ class IntegrationReconciler:
         guard = {"resourceVersion": wl_meta["resourceVersion"]}
         if step is Step.ADOPT:
             refs = [r for r in wl_meta.get("ownerReferences") or [] if not r.get("controller")]
-            labels = {JOB_UID_LABEL: meta["uid"]} if len(meta["uid"]) <= 63 else {}
             patch = {"metadata": {**guard, "ownerReferences": [*refs, workloads.owner_reference(obj, gvk)],
-                                  "labels": labels}}  # fmt: skip
+                                  "labels": workloads.job_uid_labels(meta["uid"])}}  # fmt: skip
             await self.workloads.patch(name, patch, namespace)
             return None
         if step in (Step.ACTIVATE, Step.DEACTIVATE, Step.UPDATE_QUEUE):

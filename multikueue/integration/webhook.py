@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+import ipaddress
 import json
 import ssl
 import tempfile
@@ -25,7 +26,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from multikueue.config import GroupVersionKind, Integration, Webhook
 from multikueue.integration.lifecycle import admission_patch
 from multikueue.kube.client import ApiClient, raw_body
-from multikueue.pki import CertificateAuthority
+from multikueue.pki import CertificateAuthority, KeyPair
 
 log = structlog.get_logger(__name__)
 Object = dict[str, Any]
@@ -80,9 +81,17 @@ def _usable(secret: Any, hosts: tuple[str, ...]) -> bool:
     return cert.not_valid_after_utc - datetime.datetime.now(datetime.UTC) > _RENEW_BEFORE
 
 
+def _is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
 def _generate(hosts: tuple[str, ...]) -> dict[str, str]:
     ca = CertificateAuthority("multikueue-webhook-ca", validity=datetime.timedelta(days=365))
-    ips = tuple(h for h in hosts if h.replace(".", "").isdigit() or ":" in h)
+    ips = tuple(h for h in hosts if _is_ip(h))
     dns = tuple(h for h in hosts if h not in ips)
     pair = ca.issue(dns[0] if dns else ips[0], dns_names=dns, ip_addresses=ips, server=True)
     return {k: base64.b64encode(v).decode() for k, v in
@@ -136,10 +145,7 @@ async def serving_material(options: Webhook, api: ApiClient | None, namespace: s
     if api is None:
         raise ValueError("dispatcher.webhook: without certDir the certificate is kept in a Secret: a client is needed")
     data = await generated_secret(api, namespace, options)
-    cert_path, key_path = work_dir / "tls.crt", work_dir / "tls.key"
-    cert_path.write_bytes(data["tls.crt"])
-    key_path.write_bytes(data["tls.key"])
-    key_path.chmod(0o600)
+    cert_path, key_path = KeyPair(data["tls.crt"], data["tls.key"]).write(work_dir, "tls")
     return cert_path, key_path, data["ca.crt"]
 
 

@@ -16,6 +16,7 @@ from multikueue.config import GroupVersionKind, Integration, PodSetSource, check
 from multikueue.kube.resources import WORKLOADS
 from multikueue.labels import (
     JOB_UID_LABEL,
+    LABEL_VALUE_MAX,
     MAX_EXEC_TIME_LABEL,
     PREBUILT_WORKLOAD,
     QUEUE_NAME_LABEL,
@@ -26,7 +27,6 @@ Object = dict[str, Any]
 
 _MAX_NAME = 253  # Kueue's default; its ShortWorkloadNames gate (alpha, off) would make it 63
 _HASH = 5
-_LABEL_VALUE_MAX = 63
 
 
 class InvalidObject(ValueError):
@@ -110,7 +110,7 @@ def build(obj: Object, gvk: GroupVersionKind, integration: Integration, *, activ
           priority: Priority | None) -> Object:  # fmt: skip
     """The Workload Kueue's ``ConstructWorkload`` would create for ``obj`` (raises ``InvalidObject``)."""
     meta = obj["metadata"]
-    labels = {JOB_UID_LABEL: meta["uid"]} if len(meta["uid"]) <= _LABEL_VALUE_MAX else {}
+    labels = job_uid_labels(meta["uid"])
     spec: Object = {"queueName": queue_name(obj), "podSets": pod_sets(obj, integration)}
     if priority is not None:
         spec["priorityClassRef"] = {"group": "kueue.x-k8s.io", "kind": "WorkloadPriorityClass",
@@ -137,6 +137,11 @@ def build(obj: Object, gvk: GroupVersionKind, integration: Integration, *, activ
         },
         "spec": spec,
     }
+
+
+def job_uid_labels(uid: str) -> dict[str, str]:
+    """Kueue's ``job-uid`` label, when the UID fits a label value (Kueue skips it otherwise)."""
+    return {JOB_UID_LABEL: uid} if len(uid) <= LABEL_VALUE_MAX else {}
 
 
 def owner_reference(obj: Object, gvk: GroupVersionKind) -> Object:

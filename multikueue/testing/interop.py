@@ -9,7 +9,9 @@ Any step that cannot be done raises ``ComponentUnavailable`` naming the componen
 
 from __future__ import annotations
 
+import base64
 import copy
+import json
 import os
 import shutil
 import ssl
@@ -57,8 +59,6 @@ def kueue_binary(progress: Progress = _quiet) -> Path:
 
 def _webhook_configurations(module: Path, port: int, ca_pem: bytes) -> list[dict[str, Any]]:
     """Kueue's Mutating/ValidatingWebhookConfigurations, pointed at https://127.0.0.1:<port><path>."""
-    import base64
-
     bundle = base64.b64encode(ca_pem).decode()
     documents = yaml.safe_load_all((module / "config/components/webhook/manifests.yaml").read_text())
     result = []
@@ -246,8 +246,6 @@ def kwok_stages(complete_after_ms: int) -> str:
 
 
 def _module_dir(module: str, version: str) -> Path:
-    import json
-
     result = subprocess.run(["go", "mod", "download", "-json", f"{module}@{version}"], capture_output=True, text=True,
                             check=False)  # fmt: skip
     if result.returncode != 0:
@@ -366,8 +364,6 @@ def tekton_kueue_binary(progress: Progress = _quiet) -> Path:
 def converted_kueue_crds(port: int, ca_pem: bytes) -> list[dict[str, Any]]:
     """Kueue's CRDs serving v1beta1 too, converted by that cluster's Kueue (as its kustomize patches set up):
     tekton-kueue, built against Kueue v0.14, reads and writes v1beta1 Workloads."""
-    import base64
-
     bases = crds.KUEUE.directory() / "config" / "components" / "crd" / "bases"
     result = []
     for path in sorted(bases.glob("kueue.x-k8s.io_*.yaml")):

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from multikueue.manager import ConfigSource, LeaderElectionSettings, Manager, lo
 from multikueue.testing import TestBed, kueue
 from multikueue.testing.accounts import mint_service_account_kubeconfig
 from multikueue.testing.objects import pipelinerun, running_status
+from multikueue.testing.testbed import free_port
 from multikueue.testing.waiting import eventually
 
 CONFIG = Path(__file__).parents[2] / "config"
@@ -191,7 +191,7 @@ async def test_the_shipped_integration_rbac_is_exactly_enough_to_queue(
     certificate Secret and caBundle, the Workload's life and the object's patches all as the shipped account."""
     await kubectl(testbed, "worker1", "apply", "--server-side", "-k", str(CONFIG / "integration"))
     admission: Any = k8s_client.AdmissionregistrationV1Api(worker1_api)
-    port = _free_port()
+    port = free_port()
     # The shipped webhook points at a Service (no pods here): aim it at this process, for this test's namespace only.
     aimed = {"webhooks": [{
         "name": "hold.multikueue.x-k8s.io",
@@ -232,9 +232,3 @@ async def test_the_shipped_integration_rbac_is_exactly_enough_to_queue(
             tg.cancel_scope.cancel()
     finally:
         await admission.delete_mutating_webhook_configuration("multikueue-mutating-webhook")
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])

@@ -4,7 +4,6 @@ and MultiKueue's prebuilt Workload adopted on a worker. The tests play Kueue's s
 
 from __future__ import annotations
 
-import socket
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Literal
@@ -14,13 +13,14 @@ import yaml
 from kubernetes_asyncio import client as k8s_client
 
 from multikueue.config import GroupVersionKind, parse_configuration
-from multikueue.integration.workloads import workload_name
+from multikueue.integration.workloads import build, workload_name
 from multikueue.kube.client import ApiClient, raw_body
 from multikueue.kube.resources import WORKLOADS, Objects, Resource
 from multikueue.labels import HELD_ANNOTATION, QUEUE_NAME_LABEL
 from multikueue.testing import crds, kueue
 from multikueue.testing.dispatcher import running
 from multikueue.testing.objects import WIDGET_GROUP, pipelinerun, widget_crd
+from multikueue.testing.testbed import free_port
 from multikueue.testing.waiting import eventually
 from tests.integration.scenario import PIPELINERUNS, Scenario
 
@@ -68,12 +68,6 @@ def _config(namespace: str, *adapters: dict[str, Any], webhook: dict[str, Any] |
 def _running(api: ApiClient, text: str, *, role: Literal["manager", "worker"] = "worker") -> Any:
     """This controller on one cluster; ``worker`` runs only the integration (and the webhook, if configured)."""
     return running(api, text, role=role, timeout=30)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @asynccontextmanager
@@ -128,7 +122,7 @@ async def _events(api: ApiClient, namespace: str, name: str) -> list[Any]:
 async def test_the_webhook_holds_a_pipelinerun_whose_workload_runs_it_on_admission(
     manager_api: ApiClient, namespace: str
 ) -> None:
-    api, runs, port = manager_api, Objects(manager_api, PIPELINERUNS), _free_port()
+    api, runs, port = manager_api, Objects(manager_api, PIPELINERUNS), free_port()
     priority = f"high-{namespace}"
     await Objects(api, PRIORITY_CLASSES).create({"apiVersion": "kueue.x-k8s.io/v1beta2",
         "kind": "WorkloadPriorityClass", "metadata": {"name": priority}, "value": 100})  # fmt: skip
@@ -345,7 +339,8 @@ async def test_a_copy_that_arrives_before_its_prebuilt_workload_is_adopted_when_
         integration = config.integrations[PR]
         current = await runs.get("copy", namespace)
         assert current is not None
-        workload = workloads_build(current, integration)
+        workload = build({**current, "apiVersion": "tekton.dev/v1", "kind": "PipelineRun"}, PR, integration,
+                         active=True, priority=None)  # fmt: skip
         workload["metadata"].update(name="prebuilt-copy", ownerReferences=[], labels={})
         await Objects(api, WORKLOADS).create(workload, namespace)
         # The adoption races this write (both guard on resourceVersion): a conflict is retried, as Kueue does.
@@ -356,10 +351,3 @@ async def test_a_copy_that_arrives_before_its_prebuilt_workload_is_adopted_when_
         assert adopted["metadata"]["ownerReferences"][0]["uid"] == copy["metadata"]["uid"]
         await eventually(lambda: _get(runs, "copy", namespace), until=lambda r: "status" not in r["spec"],
                          timeout=10, what="released on its Workload's admission")  # fmt: skip
-
-
-def workloads_build(obj: Any, integration: Any) -> Any:
-    from multikueue.integration.workloads import build
-
-    return build({**obj, "apiVersion": "tekton.dev/v1", "kind": "PipelineRun"}, PR, integration, active=True,
-                 priority=None)  # fmt: skip
