@@ -12,3 +12,7 @@ run --mode kueue --workers 3 --objects 1000 --faults
 for w in 2 5 10; do for n in 100 1000; do run --mode kueue --workers "$w" --objects "$n"; done; done
 run --mode kueue --workers 3 --objects 5000 --status-seconds 10
 run --mode direct --workers 3 --objects 5000 --status-seconds 10
+# Side by side with Kueue v0.19.2 (built from its Go module on first use, ~10 min cold): its scheduler with this
+# dispatcher, then its own MultiKueue (generic adapter, shipped defaults: ~1.3/s, so N = 300 takes ~8 minutes).
+run --mode kueue --kueue real --workers 3 --objects 300
+run --mode kueue --dispatcher kueue --workers 3 --objects 300

@@ -11,8 +11,17 @@ from pathlib import Path
 from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def row_label(r: dict[str, Any]) -> str:
+    if r.get("dispatcher") == "kueue":
+        return "Kueue's own MultiKueue"
+    text = str(r["mode"]) + (" +faults" if r.get("faults") else "") + (" backlog" if r.get("backlog") else "")
+    return text + (" (real Kueue)" if r.get("kueue") == "real" else "")
+
+
 COLUMNS = (
-    ("mode", lambda r: r["mode"] + (" +faults" if r.get("faults") else "") + (" backlog" if r.get("backlog") else "")),
+    ("mode", row_label),
     ("W", lambda r: r["workers"]),
     ("N", lambda r: r["objects"]),
     ("dispatched/s", lambda r: f"{r['dispatch_throughput_per_s']:.1f}"),
@@ -30,9 +39,7 @@ COLUMNS = (
 
 def load() -> list[dict[str, Any]]:
     results = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("*.json"))]
-    return sorted(
-        results, key=lambda r: (r["mode"], bool(r.get("faults")), bool(r.get("backlog")), r["workers"], r["objects"])
-    )
+    return sorted(results, key=lambda r: (row_label(r), r["workers"], r["objects"]))
 
 
 def table(results: list[dict[str, Any]]) -> str:
@@ -49,7 +56,7 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(1, 3, figsize=(15, 4.5))
-    plain = [r for r in results if not r.get("faults") and not r.get("backlog")]
+    plain = [r for r in results if row_label(r) in ("kueue", "direct")]
     for mode, marker in (("kueue", "o"), ("direct", "s")):
         for workers in sorted({r["workers"] for r in plain}):
             series = sorted(
@@ -75,6 +82,47 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
     figure.savefig(path, dpi=110)
 
 
+def side_by_side(results: list[dict[str, Any]]) -> str:
+    """This dispatcher beside real Kueue's scheduler against Kueue's own MultiKueue, same bed, same workload: the
+    whole manager side (Kueue + this dispatcher, or Kueue alone) and the dispatcher's share, with ratios."""
+    ours = {(r["workers"], r["objects"]): r for r in results if r.get("kueue") == "real" and r["dispatcher"] != "kueue"}
+    theirs = {(r["workers"], r["objects"]): r for r in results if r.get("dispatcher") == "kueue"}
+    rows = []
+    for key in sorted(ours.keys() & theirs.keys()):
+        a, b = ours[key], theirs[key]
+        core = a["kueue_beside"]
+        figures = [
+            ("dispatched/s", a["dispatch_throughput_per_s"], b["dispatch_throughput_per_s"], True),
+            ("end-to-end/s", a["end_to_end_throughput_per_s"], b["end_to_end_throughput_per_s"], True),
+            ("dispatch latency p50 s", a["dispatch_latency_s"]["p50"], b["dispatch_latency_s"]["p50"], False),
+            ("dispatch latency p99 s", a["dispatch_latency_s"]["p99"], b["dispatch_latency_s"]["p99"], False),
+            ("status lag p50 s", a["status_sync_lag_s"]["p50"], b["status_sync_lag_s"]["p50"], False),
+            ("status lag p99 s", a["status_sync_lag_s"]["p99"], b["status_sync_lag_s"]["p99"], False),
+            ("CPU s, whole manager side", a["controller_cpu_seconds"] + core["cpu_seconds"],
+             b["controller_cpu_seconds"], False),
+            ("CPU s, the dispatcher (Kueue: minus its core's)", a["controller_cpu_seconds"],
+             b["controller_cpu_seconds"] - core["cpu_seconds"], False),
+            ("peak RSS MiB (this dispatcher / Kueue process)", a["controller_peak_rss_mib"],
+             b["controller_peak_rss_mib"], False),
+            ("requests/object on the manager, whole side", a["requests_per_object"].get("manager", 0)
+             + core["requests_per_object"].get("manager", 0), b["requests_per_object"].get("manager", 0), False),
+            ("requests/object on the manager, the dispatcher", a["requests_per_object"].get("manager", 0),
+             b["requests_per_object"].get("manager", 0) - core["requests_per_object"].get("manager", 0), False),
+            ("requests/object on the busiest worker", _busiest(a), _busiest(b), False),
+        ]  # fmt: skip
+        rows.append(f"\n**W = {key[0]}, N = {key[1]}**\n")
+        rows.append("| figure | this project | Kueue's MultiKueue | better by |")
+        rows.append("|---|---|---|---|")
+        for name, mine, kueue, higher_is_better in figures:
+            ratio = (mine / kueue if higher_is_better else kueue / mine) if mine and kueue else float("nan")
+            rows.append(f"| {name} | {mine:.2f} | {kueue:.2f} | {ratio:.1f}x |")
+    return "\n".join(rows)
+
+
+def _busiest(r: dict[str, Any]) -> float:
+    return float(max(v for k, v in r["requests_per_object"].items() if k != "manager"))
+
+
 def main() -> int:
     results = load()
     if not results:
@@ -83,7 +131,9 @@ def main() -> int:
     text = table(results)
     readme = RESULTS / "README.md"
     intro = readme.read_text().split("<!-- table -->")[0] if readme.exists() else "# Results\n\n"
-    readme.write_text(f"{intro}<!-- table -->\n{text}\n")
+    versus = side_by_side(results)
+    tail = f"\n## Side by side with Kueue (generated)\n{versus}\n" if versus else ""
+    readme.write_text(f"{intro}<!-- table -->\n{text}\n{tail}")
     plot(results, RESULTS / "plot.png")
     print(text)
     print(f"\nwrote {readme} and {RESULTS / 'plot.png'}", file=sys.stderr)

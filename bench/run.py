@@ -26,9 +26,11 @@ import json
 import os
 import platform
 import random
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -38,13 +40,18 @@ import aiohttp
 import anyio
 import yaml
 from kubernetes_asyncio import client as k8s_client
+from prometheus_client.parser import text_string_to_metric_families
+from prometheus_client.samples import Sample
 
+from bench import audit, proc
+from bench.kueue import MULTIKUEUE_CONTROLLER, RealKueue, queues
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig, raw_body
 from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects, Resource
 from multikueue.labels import ORIGIN_LABEL, PLACEMENT_PHASE
 from multikueue.runtime.informer import DELETED, Informer
 from multikueue.testing import crds, kueue
 from multikueue.testing.dispatcher import run_argv
+from multikueue.testing.interop import KUEUE_NAMESPACE, ComponentUnavailable, KueueProcess, kueue_binary
 from multikueue.testing.objects import pipelinerun
 from multikueue.testing.testbed import TestBed, free_port
 from multikueue.testing.waiting import eventually
@@ -53,6 +60,7 @@ ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
 PIPELINERUNS = Resource("tekton.dev", "v1", "pipelineruns", "PipelineRun")
 NAMESPACE, SYSTEM, CHECK_CONTROLLER = "bench", "multikueue-system", "multikueue.x-k8s.io/external-dispatcher"
+DISPATCHER_ACCOUNT, KUEUE_ACCOUNT = "bench-dispatcher", "bench-kueue"  # ServiceAccounts in NAMESPACE, audited
 Object = dict[str, Any]
 
 
@@ -70,11 +78,11 @@ def percentile(values: list[float], q: float) -> float | None:
 class Dispatcher:
     """The controller as its own process, with its CPU time, peak RSS and /metrics at hand."""
 
-    def __init__(self, bed: TestBed, config: str, workdir: Path) -> None:
+    def __init__(self, kubeconfig: Path, config: str, workdir: Path) -> None:
         self.port = free_port()
         (workdir / "config.yaml").write_text(config)
         self.argv = run_argv(
-            bed.cluster("manager").kubeconfig_path,
+            kubeconfig,
             *("--config-file", str(workdir / "config.yaml"), "--http-address", f"127.0.0.1:{self.port}"),
             *("--log-format", "json", "--log-level", "warning"),
         )
@@ -87,19 +95,16 @@ class Dispatcher:
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT)
 
-    def _proc(self, name: str) -> str:
-        assert self.process is not None
-        return Path(f"/proc/{self.process.pid}/{name}").read_text()
-
     def cpu_seconds(self) -> float:
-        fields = self._proc("stat").rsplit(")", 1)[1].split()
-        return self.cpu_before_restarts + (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        assert self.process is not None
+        return self.cpu_before_restarts + proc.cpu_seconds(self.process.pid)
 
     def rss(self) -> int:
         """Current RSS in bytes; the peak is tracked across restarts."""
-        status = dict(line.split(":", 1) for line in self._proc("status").splitlines() if ":" in line)
-        self.peak_rss = max(self.peak_rss, int(status["VmHWM"].split()[0]) * 1024)
-        return int(status["VmRSS"].split()[0]) * 1024
+        assert self.process is not None
+        current, peak = proc.memory(self.process.pid)
+        self.peak_rss = max(self.peak_rss, peak)
+        return current
 
     def kill(self) -> None:
         assert self.process is not None
@@ -121,26 +126,30 @@ class Dispatcher:
             self.process.terminate()
             self.process.wait(timeout=60)
 
-    async def requests(self) -> dict[str, float]:
-        """The dispatcher's own request counter, summed per cluster."""
+    async def _samples(self, name: str) -> list[Sample]:
         async with (
             aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http,
             http.get(f"http://127.0.0.1:{self.port}/metrics") as response,
         ):
             text = await response.text()
+        return [s for family in text_string_to_metric_families(text) for s in family.samples if s.name == name]
+
+    async def requests(self) -> dict[str, float]:
+        """The dispatcher's own request counter, per cluster and method (the bench counts from the audit logs)."""
         totals: dict[str, float] = {}
-        for line in text.splitlines():
-            if line.startswith("multikueue_api_requests_total{"):
-                labels, value = line.rsplit(" ", 1)
-                cluster = labels.split('cluster="', 1)[1].split('"', 1)[0]
-                method = labels.split('method="', 1)[1].split('"', 1)[0]
-                totals[f"{cluster} {method}"] = float(value)
+        for sample in await self._samples("multikueue_api_requests_total"):
+            key = f"{sample.labels['cluster']} {sample.labels['method']}"
+            totals[key] = totals.get(key, 0.0) + sample.value
         return totals
 
+    async def connected(self) -> set[str]:
+        """The workers whose connections are up (its own view: beside Kueue, ``Active`` is written by both)."""
+        return {s.labels["cluster"] for s in await self._samples("multikueue_worker_connected") if s.value == 1}
 
-def configuration(mode: str) -> str:
+
+def configuration(mode: str, namespace: str) -> str:
     document = yaml.safe_load((ROOT / "config" / "manager" / "config.yaml").read_text())
-    document["dispatcher"]["namespace"] = SYSTEM
+    document["dispatcher"]["namespace"] = namespace
     if mode == "direct":
         finished = {"path": '.status.conditions[?type=="Succeeded"].status', "notIn": ["Unknown"]}
         document["dispatcher"]["adapters"] = [
@@ -153,6 +162,7 @@ class Run:
     def __init__(self, args: argparse.Namespace, bed: TestBed, workers: list[str]) -> None:
         self.args, self.bed, self.workers = args, bed, workers
         self.submitted: dict[str, float] = {}  # run name -> when it was handed over (quota reserved)
+        self.created: dict[str, float] = {}  # run name -> when submitted (real Kueue reserves quota later)
         self.on_worker: dict[str, tuple[str, float]] = {}  # run name -> (worker, first seen there)
         self.finished: dict[str, float] = {}
         self.copies_created: dict[str, int] = {}  # run name -> times an object was created on a worker
@@ -186,10 +196,13 @@ class Run:
                 self.status_lag.append(time.monotonic() - self.status_sent.pop(marker))
 
     def manager_workloads(self, kind: str, obj: Object) -> None:
-        if kind != DELETED and any(
-            c["type"] == "Finished" and c["status"] == "True" for c in (obj.get("status") or {}).get("conditions") or []
-        ):
-            name = obj["metadata"]["name"].removeprefix("pipelinerun-")
+        if kind == DELETED:
+            return
+        name = obj["metadata"]["name"].removeprefix("pipelinerun-")
+        true = {c["type"] for c in (obj.get("status") or {}).get("conditions") or [] if c["status"] == "True"}
+        if "QuotaReserved" in true and self.args.kueue == "real":  # handed over to the dispatcher now
+            self.submitted.setdefault(name, time.monotonic())
+        if "Finished" in true:
             self.finished.setdefault(name, time.monotonic())
 
     def worker_workloads(self, worker: str, index: int, tg: Any) -> Callable[[str, Object], None]:
@@ -226,8 +239,11 @@ class Run:
         run = await Objects(self.api["manager"], PIPELINERUNS).create(body, NAMESPACE)
         if self.args.mode == "kueue":
             await Objects(self.api["manager"], WORKLOADS).create(kueue.workload_for(run), NAMESPACE)
+        if self.args.mode == "kueue" and self.args.kueue == "played":
             await kueue.reserve_quota(self.api["manager"], f"pipelinerun-{name}", NAMESPACE, checks=[self.check])
-        self.submitted[name] = time.monotonic()
+        self.created[name] = time.monotonic()
+        if self.args.kueue == "played":
+            self.submitted[name] = self.created[name]
 
     async def set_status(self, name: str, status: str, reason: str, marker: str) -> None:
         worker = self.on_worker[name][0]
@@ -250,17 +266,46 @@ async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
         run.api[cluster] = await api_client_from_kubeconfig(bed.cluster(cluster).kubeconfig, temp_dir=workdir / "certs")
     for cluster in ("manager", *workers):
         await k8s_client.CoreV1Api(run.api[cluster]).create_namespace(raw_body({"metadata": {"name": NAMESPACE}}))
-    await k8s_client.CoreV1Api(run.api["manager"]).create_namespace(raw_body({"metadata": {"name": SYSTEM}}))
+    # Beside real Kueue, the kubeconfig Secrets live in Kueue's namespace: its MultiKueueCluster controller reads
+    # them there for every MultiKueueCluster, whichever controller the admission check names (docs/dispatch.md).
+    system = KUEUE_NAMESPACE if args.kueue == "real" else SYSTEM
+    # Who is measured talks as a ServiceAccount of its own on every cluster: the audit logs count its requests.
+    identities = {
+        c: await audit.identity(run.api[c], bed.cluster(c), NAMESPACE, DISPATCHER_ACCOUNT)
+        for c in ("manager", *workers)
+    }
+    manager_kubeconfig = workdir / "dispatcher-kubeconfig.yaml"
+    manager_kubeconfig.write_text(yaml.safe_dump(identities["manager"]))
+    real_kueue: RealKueue | None = None
+    if args.kueue == "real":
+        kueue_kubeconfig = manager_kubeconfig
+        if args.dispatcher != "kueue":  # Kueue's core beside this dispatcher: counted apart
+            kueue_kubeconfig = workdir / "kueue-kubeconfig.yaml"
+            kueue_identity = await audit.identity(run.api["manager"], bed.cluster("manager"), NAMESPACE, KUEUE_ACCOUNT)
+            kueue_kubeconfig.write_text(yaml.safe_dump(kueue_identity))
+        process = KueueProcess(bed.cluster("manager"), args.kueue_binary, workdir / "kueue", log_level="info",
+                               extra=RealKueue.configuration(multikueue=args.dispatcher == "kueue"),
+                               kubeconfig=kueue_kubeconfig)  # fmt: skip
+        real_kueue = await RealKueue.start(run.api["manager"], process)
+        role = "dispatches" if args.dispatcher == "kueue" else "unused"
+        say(f"real Kueue on the manager (PID {real_kueue.pid}); its MultiKueue {role}")
+    else:
+        await k8s_client.CoreV1Api(run.api["manager"]).create_namespace(raw_body({"metadata": {"name": SYSTEM}}))
     names = await kueue.multikueue_setup(
         run.api["manager"],
-        namespace=SYSTEM,
+        namespace=system,
         prefix="bench",
-        controller_name=CHECK_CONTROLLER,
-        workers={w: bed.cluster(w).kubeconfig for w in workers},
+        controller_name=MULTIKUEUE_CONTROLLER if args.dispatcher == "kueue" else CHECK_CONTROLLER,
+        workers={w: identities[w] for w in workers},
     )
     run.check = names["check"]
-    dispatcher = Dispatcher(bed, configuration(args.mode), workdir)
-    dispatcher.start()
+    if real_kueue is not None:
+        await queues(run.api["manager"], NAMESPACE, "user-queue", names["check"], capacity=2 * n)
+    dispatcher: Dispatcher | None = None
+    if args.dispatcher == "multikueue":
+        dispatcher = Dispatcher(manager_kubeconfig, configuration(args.mode, system), workdir)
+        dispatcher.start()
+    measured: Dispatcher | RealKueue = dispatcher or real_kueue  # type: ignore[assignment]
     for w in workers:
         await eventually(
             lambda w=w: Objects(run.api["manager"], MULTIKUEUE_CLUSTERS).get(names[w]),  # type: ignore[misc]
@@ -271,9 +316,19 @@ async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
             timeout=120,
             what=f"{w} Active",
         )
+    if dispatcher is not None:
+        await eventually(
+            dispatcher.connected, until=lambda up: up >= {names[w] for w in workers}, timeout=120, what="connected"
+        )
     say(f"{args.mode} mode, {len(workers)} workers, {n} objects: dispatcher up, workers connected")
-    baseline_rss = dispatcher.rss()
-    cpu0, requests0 = dispatcher.cpu_seconds(), await dispatcher.requests()
+    baseline_rss = measured.rss()
+    cpu0 = measured.cpu_seconds()
+    requests0 = await dispatcher.requests() if dispatcher else {}
+    # Real Kueue beside this dispatcher (its scheduler and admission checks): its own costs, reported apart.
+    beside = real_kueue if dispatcher is not None else None
+    beside_cpu0 = beside.cpu_seconds() if beside else 0.0
+    counter = audit.Counter({"manager": bed.cluster("manager"), **{names[w]: bed.cluster(w) for w in workers}})
+    counter.mark()
 
     async with anyio.create_task_group() as tg:
         informers = [
@@ -307,6 +362,7 @@ async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
 
         # 1. dispatch (with --backlog: everything submitted first, then the dispatcher drains it)
         if args.backlog:
+            assert dispatcher is not None
             dispatcher.pause()
         started = time.monotonic()
         faults = {int(n * 0.3): "worker", int(n * 0.6): "dispatcher"} if args.faults else {}
@@ -319,6 +375,7 @@ async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
         async with anyio.create_task_group() as submitters:
             for i in range(n):
                 if i in faults:
+                    assert dispatcher is not None
                     await inject(faults[i], bed, dispatcher, workers, tg)
                 await limiter.acquire()
                 limiter.release()
@@ -326,12 +383,13 @@ async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
         submitted_at = time.monotonic()
         say(f"submitted {n} in {submitted_at - started:.1f}s")
         if args.backlog:
+            assert dispatcher is not None
             dispatcher.start()
             started = time.monotonic()  # throughput and latency count from the dispatcher's start
             run.submitted = dict.fromkeys(run.submitted, started)
         await progress(lambda: len(run.on_worker), n, "on a worker", timeout=args.timeout)
         dispatched_at = max(t for _, t in run.on_worker.values())
-        inflight_rss = dispatcher.rss()
+        inflight_rss = measured.rss()
 
         # 2. status sync under a steady rate of worker status changes
         names_in_flight = sorted(run.on_worker)
@@ -366,19 +424,36 @@ async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
                 timeout=300,
                 what=f"nothing left on {w}",
             )
-        cpu = dispatcher.cpu_seconds() - cpu0
-        requests1 = await dispatcher.requests()
-        dispatcher.rss()
+        cpu = measured.cpu_seconds() - cpu0
+        requests1 = await dispatcher.requests() if dispatcher else {}
+        measured.rss()
+        audited = counter.count()
+        beside_figures: dict[str, Any] | None = None
+        if beside is not None:
+            beside.rss()
+            beside_figures = {
+                "cpu_seconds": beside.cpu_seconds() - beside_cpu0,
+                "peak_rss_mib": beside.peak_rss / 2**20,
+                "requests_per_object": audited_per_object(audited, KUEUE_ACCOUNT, n, by_verb=False),
+                "requests_per_object_by_verb": audited_per_object(audited, KUEUE_ACCOUNT, n, by_verb=True),
+            }
         tg.cancel_scope.cancel()
-    dispatcher.stop()
+    if dispatcher is not None:
+        dispatcher.stop()
+    if real_kueue is not None:
+        real_kueue.stop()
     for client in run.api.values():
         await client.close()
 
     latencies = [run.on_worker[k][1] - run.submitted[k] for k in run.on_worker if k in run.submitted]
+    from_creation = [run.on_worker[k][1] - run.created[k] for k in run.on_worker if k in run.created]
     placement = {w: sum(1 for x, _ in run.on_worker.values() if x == w) for w in workers}
     duplicates = {k: c for k, c in run.copies_created.items() if c > 1}
     return {
         "mode": args.mode,
+        "dispatcher": args.dispatcher,
+        "kueue": args.kueue,
+        "kueue_beside": beside_figures,
         "workers": len(workers),
         "objects": n,
         "faults": args.faults,
@@ -387,6 +462,7 @@ async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
         "end_to_end_throughput_per_s": n / (finished_at - started),
         "submit_seconds": submitted_at - started,
         "dispatch_latency_s": {f"p{q}": percentile(latencies, q) for q in (50, 95, 99)},
+        "submit_to_worker_latency_s": {f"p{q}": percentile(from_creation, q) for q in (50, 95, 99)},
         "status_sync_lag_s": {
             "p50": percentile(run.status_lag, 50),
             "p99": percentile(run.status_lag, 99),
@@ -396,12 +472,14 @@ async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
             "rate_per_s": args.status_rate,
         },
         "controller_cpu_seconds": cpu,
-        "controller_peak_rss_mib": dispatcher.peak_rss / 2**20,
+        "controller_peak_rss_mib": measured.peak_rss / 2**20,
         "controller_rss_baseline_mib": baseline_rss / 2**20,
         "controller_rss_in_flight_mib": inflight_rss / 2**20,
         "rss_per_1000_in_flight_mib": (inflight_rss - baseline_rss) / 2**20 / n * 1000,
-        "requests_per_object": per_object(requests0, requests1, n, by_method=False),
-        "requests_per_object_by_method": per_object(requests0, requests1, n, by_method=True),
+        "requests_per_object": audited_per_object(audited, DISPATCHER_ACCOUNT, n, by_verb=False),
+        "requests_per_object_by_verb": audited_per_object(audited, DISPATCHER_ACCOUNT, n, by_verb=True),
+        "requests_per_object_self_reported": per_object(requests0, requests1, n, by_method=False),
+        "requests_per_object_self_reported_by_method": per_object(requests0, requests1, n, by_method=True),
         "placement": placement,
         "objects_created_more_than_once": len(duplicates),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
@@ -414,6 +492,20 @@ def per_object(before: dict[str, float], after: dict[str, float], n: int, *, by_
     for key, value in after.items():
         name = key if by_method else key.split(" ", 1)[0]
         totals[name] = totals.get(name, 0.0) + (value - before.get(key, 0.0)) / n
+    return {k: round(v, 2) for k, v in sorted(totals.items())}
+
+
+def audited_per_object(
+    audited: dict[str, dict[str, dict[str, int]]], account: str, n: int, *, by_verb: bool
+) -> dict[str, float]:
+    """Requests per object per cluster (and verb) made by ``account``, as the apiservers' audit logs count them."""
+    totals: dict[str, float] = {}
+    for cluster, verbs in audited.get(audit.user(NAMESPACE, account), {}).items():
+        for verb, count in verbs.items():
+            if " " in verb and not by_verb:  # a failed request, already counted under its verb
+                continue
+            key = f"{cluster} {verb}" if by_verb else cluster
+            totals[key] = totals.get(key, 0.0) + count / n
     return {k: round(v, 2) for k, v in sorted(totals.items())}
 
 
@@ -462,6 +554,18 @@ async def inject(fault: str, bed: TestBed, dispatcher: Dispatcher, workers: list
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--mode", choices=["kueue", "direct"], default="kueue")
+    parser.add_argument(
+        "--kueue",
+        choices=["played", "real"],
+        default="played",
+        help="Kueue on the manager: played by the bench at once, or the real one (built from its Go module)",
+    )
+    parser.add_argument(
+        "--dispatcher",
+        choices=["multikueue", "kueue"],
+        default="multikueue",
+        help="what dispatches: this project, or Kueue's own MultiKueue with its generic adapter (implies --kueue real)",
+    )
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--objects", type=int, default=1000)
     parser.add_argument("--status-rate", type=float, default=20.0, help="worker status changes per second")
@@ -472,15 +576,42 @@ def main(argv: list[str] | None = None) -> int:
         "--backlog", action="store_true", help="submit everything with the dispatcher stopped, then time its drain"
     )
     parser.add_argument("--timeout", type=float, default=900.0)
+    parser.add_argument("--logs", type=Path, help="keep the controllers' logs in this directory (the bed's is removed)")
     parser.add_argument("--out", type=Path, help="JSON result file (default bench/results/<mode>-w<W>-n<N>.json)")
     args = parser.parse_args(argv)
+    if args.dispatcher == "kueue":
+        args.kueue = "real"
+        if args.faults or args.backlog or args.mode != "kueue":
+            parser.error("--dispatcher kueue runs Kueue mode only, without --faults or --backlog")
+    if args.kueue == "real" and args.mode != "kueue":
+        parser.error("--kueue real needs --mode kueue")
+    args.kueue_binary = None
+    if args.kueue == "real":
+        try:
+            args.kueue_binary = kueue_binary(say)
+        except ComponentUnavailable as e:
+            say(f"cannot run real Kueue: {e}")
+            return 3
     suffix = ("-faults" if args.faults else "") + ("-backlog" if args.backlog else "")
+    if args.kueue == "real":
+        suffix += "-kueue-multikueue" if args.dispatcher == "kueue" else "-kueue-core"
     out = args.out or RESULTS / f"{args.mode}-w{args.workers}-n{args.objects}{suffix}.json"
     clusters = ("manager", *(f"worker{i + 1}" for i in range(args.workers)))
-    with TestBed(clusters=clusters) as bed:
+    users = [audit.user(NAMESPACE, a) for a in (DISPATCHER_ACCOUNT, KUEUE_ACCOUNT)]
+    with (
+        tempfile.TemporaryDirectory(prefix="multikueue-bench-") as policy_dir,
+        TestBed(clusters=clusters, apiserver_args=audit.apiserver_args(Path(policy_dir), users)) as bed,
+    ):
         crds.install_on_bed(bed, [c for c in crds.all_crds() if c["spec"]["group"] in ("kueue.x-k8s.io", "tekton.dev")])
         assert bed.workdir is not None
-        result = anyio.run(main_async, args, bed, bed.workdir)
+        try:
+            result = anyio.run(main_async, args, bed, bed.workdir)
+        finally:
+            if args.logs is not None:
+                args.logs.mkdir(parents=True, exist_ok=True)
+                for log in (bed.workdir / "dispatcher.log", bed.workdir / "kueue" / "kueue.log"):
+                    if log.exists():
+                        shutil.copy(log, args.logs / log.name)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n")
     say(f"wrote {out}")

@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import random
+import sys
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
@@ -165,7 +166,8 @@ class Informer:
             if kind == DELETED:
                 self.store.pop(key, None)
             elif kind in (ADDED, MODIFIED):
-                self.store[key] = self._trimmed(obj)
+                obj = self._trimmed(obj)
+                self.store[key] = obj
             else:
                 log.warning("unexpected watch event", source=self.source.description, type=kind)
                 continue
@@ -178,11 +180,13 @@ class Informer:
 
     def _trimmed(self, obj: Object) -> Object:
         """Without ``metadata.managedFields`` (nothing here reads them, and on objects many controllers write they
-        are often the largest part; client-go's informers drop them too) and without the fields in ``drop``."""
+        are often the largest part; client-go's informers drop them too) and without the fields in ``drop``; its
+        strings shared with every other cached object (``compact``)."""
         (obj.get("metadata") or {}).pop("managedFields", None)
         for name in self.drop:
             obj.pop(name, None)
-        return obj
+        compacted: Object = compact(obj)
+        return compacted
 
     def _notify(self, kind: str, obj: Object) -> None:
         if self.on_event is not None:
@@ -213,6 +217,23 @@ class Informer:
     @staticmethod
     def _jittered(delay: float) -> float:
         return delay * random.uniform(0.8, 1.2)
+
+
+SHARED_STRING_MAX = 64
+
+
+def compact(value: Any) -> Any:
+    """A copy whose keys and short strings are interned: the JSON decoder makes new strings for every object, so
+    a cache of thousands repeats "metadata", "lastTransitionTime", "QuotaReserved", a queue's name... thousands of
+    times. Sharing them makes a cached Workload ~40 % smaller (bench/results/README.md); interned strings are freed
+    with their last user."""
+    if isinstance(value, dict):
+        return {sys.intern(k): compact(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [compact(v) for v in value]
+    if isinstance(value, str) and len(value) <= SHARED_STRING_MAX:
+        return sys.intern(value)
+    return value
 
 
 def _describe(error: BaseException) -> str:

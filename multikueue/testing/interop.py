@@ -84,6 +84,9 @@ class KueueProcess:
     webhook_port: int = field(default_factory=free_port)
     health_port: int = field(default_factory=free_port)
     metrics_port: int = field(default_factory=free_port)
+    log_level: str = "2"  # zap: "info", "error", or an integer > 0 (2: debug, what a failing test wants)
+    extra: dict[str, Any] = field(default_factory=dict)  # more top-level Configuration, e.g. ``multiKueue``
+    kubeconfig: Path | None = None  # whom Kueue acts as; the bed's admin by default
     process: processes.ManagedProcess | None = None
 
     def configuration(self, external_frameworks: list[str]) -> dict[str, Any]:
@@ -97,7 +100,7 @@ class KueueProcess:
             "metrics": {"bindAddress": f"127.0.0.1:{self.metrics_port}"},
             "health": {"healthProbeBindAddress": f"127.0.0.1:{self.health_port}"},
             "integrations": {"frameworks": ["batch/job"], "externalFrameworks": external_frameworks},
-        }
+        } | self.extra
 
     async def install(self, api: ApiClient, ca: CertificateAuthority, external_frameworks: list[str]) -> None:
         """Namespace, serving certificate and webhook configurations; then start the process."""
@@ -120,9 +123,9 @@ class KueueProcess:
             await create(raw_body(doc))
         config_path = self.directory / "kueue-config.yaml"
         config_path.write_text(yaml.safe_dump(self.configuration(external_frameworks)))
-        env = {**dict(os.environ), "KUBECONFIG": str(self.cluster.kubeconfig_path)}
+        env = {**dict(os.environ), "KUBECONFIG": str(self.kubeconfig or self.cluster.kubeconfig_path)}
         argv = [str(self.binary), f"--config={config_path}", "--feature-gates=VisibilityOnDemand=false",
-                "--zap-log-level=2"]  # fmt: skip
+                f"--zap-log-level={self.log_level}"]  # fmt: skip
         self.process = processes.ManagedProcess(f"kueue-{self.cluster.name}", argv, self.directory / "kueue.log", env)
         self.process.start()
 

@@ -375,7 +375,8 @@ class TestBed:
             "--disable-admission-plugins=ServiceAccount",  # no controller-manager creates default SAs
             "--enable-priority-and-fairness=false",
             "--profiling=false",
-            *self.apiserver_args,
+            # "{directory}" in an extra argument is the cluster's own directory (per-cluster files, e.g. audit logs).
+            *(arg.replace("{directory}", str(d)) for arg in self.apiserver_args),
         ]
         cluster.process = processes.ManagedProcess(f"{cluster.name}-apiserver", argv, d / "apiserver.log")
         cluster.process.start()

@@ -154,3 +154,28 @@ async def test_deleted_events_remove_from_the_store() -> None:
     seen = await run_until_idle(informer, source)
     assert informer.get(ObjectKey("ns", "a")) is None
     assert seen == [("ADDED", "a"), ("DELETED", "a")]
+
+
+async def test_cached_objects_share_their_strings_and_keep_their_content() -> None:
+    import json
+
+    from multikueue.runtime.informer import SHARED_STRING_MAX
+
+    def decoded(name: str) -> dict[str, Any]:  # as a watch delivers it: every string new
+        body = {"metadata": {"name": name, "namespace": "ns", "resourceVersion": "2", "managedFields": [{"a": 1}]},
+                "status": {"conditions": [{"type": "QuotaReserved", "status": "True"}], "note": "x" * 100}}  # fmt: skip
+        return json.loads(json.dumps(body))
+
+    first, second = decoded("a"), decoded("b")
+    source = ScriptedSource([page([], 1)], [[{"type": "ADDED", "object": first}, {"type": "ADDED", "object": second}]])
+    informer = Informer(source)
+    await run_until_idle(informer, source)
+    a, b = informer.get(ObjectKey("ns", "a")), informer.get(ObjectKey("ns", "b"))
+    assert a is not None
+    assert b is not None
+    assert a == {**decoded("a"), "metadata": {"name": "a", "namespace": "ns", "resourceVersion": "2"}}
+    condition_a, condition_b = a["status"]["conditions"][0], b["status"]["conditions"][0]
+    assert condition_a["type"] is condition_b["type"]
+    assert next(iter(condition_a)) is next(iter(condition_b))  # keys too
+    assert len(a["status"]["note"]) > SHARED_STRING_MAX
+    assert a["status"]["note"] is not b["status"]["note"]  # long strings are left as they are
