@@ -164,7 +164,8 @@ async def test_cached_objects_share_their_strings_and_keep_their_content() -> No
     def decoded(name: str) -> dict[str, Any]:  # as a watch delivers it: every string new
         body = {"metadata": {"name": name, "namespace": "ns", "resourceVersion": "2", "managedFields": [{"a": 1}]},
                 "status": {"conditions": [{"type": "QuotaReserved", "status": "True"}], "note": "x" * 100}}  # fmt: skip
-        return json.loads(json.dumps(body))
+        copy: dict[str, Any] = json.loads(json.dumps(body))
+        return copy
 
     first, second = decoded("a"), decoded("b")
     source = ScriptedSource([page([], 1)], [[{"type": "ADDED", "object": first}, {"type": "ADDED", "object": second}]])
