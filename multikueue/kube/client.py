@@ -14,11 +14,13 @@ from types import TracebackType
 from typing import Any, Protocol
 
 import aiohttp
+from aiohttp.helpers import get_env_proxy_for_url
 from aiolimiter import AsyncLimiter
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config import kube_config
 from kubernetes_asyncio.config.incluster_config import InClusterConfigLoader
+from yarl import URL
 
 DEFAULT_TIMEOUT = aiohttp.ClientTimeout(total=30, connect=5, sock_connect=5)
 """Total and connect bounds for a request that sets none (watches set their own)."""
@@ -67,6 +69,7 @@ class ApiClient(k8s_client.ApiClient):
         on_request: Callable[[str], None] | None = None,
     ) -> None:
         super().__init__(configuration=configuration)
+        _read_environment_once(self.rest_client, configuration.host)
         self.default_timeout = timeout
         self.limiter = limiter
         self.on_error = on_error  # called with the HTTP status (or "connection") of each failed request
@@ -114,6 +117,27 @@ class ApiClient(k8s_client.ApiClient):
             if self.on_error is not None:
                 self.on_error("connection")
             raise
+
+
+def _read_environment_once(rest: Any, host: str | None) -> None:
+    """kubernetes_asyncio's session trusts the environment, so aiohttp looks up proxies and ~/.netrc in a worker
+    thread on *every* request: two thread hops and a file open per call, a fifth of this controller's CPU under
+    load (py-spy; bench/results/README.md). The proxy the environment names for this cluster (HTTPS_PROXY,
+    NO_PROXY, credentials in the URL or in netrc) is read once here instead, as client-go reads it once; netrc is
+    never used to authenticate to the cluster (client-go does not either)."""
+    session = rest.pool_manager
+    connector = session.connector
+    session.detach()  # keep the connector (its TLS settings) for the new session
+    # read_bufsize as kubernetes_asyncio sets it: a watch event of a large object exceeds aiohttp's default.
+    rest.pool_manager = aiohttp.ClientSession(connector=connector, trust_env=False, read_bufsize=2**21)
+    if rest.proxy or not host:
+        return  # a proxy set in the configuration wins, as it did
+    try:
+        proxy, auth = get_env_proxy_for_url(URL(host))
+    except LookupError:
+        return
+    # Credentials ride in the URL: aiohttp turns them into Proxy-Authorization, for CONNECT and plain requests alike.
+    rest.proxy = str(proxy if auth is None else proxy.with_user(auth.login).with_password(auth.password))
 
 
 async def api_client_from_kubeconfig(
