@@ -105,8 +105,9 @@ class Manager:
         self.temp_dir = temp_dir
         self.metrics = Metrics()
         if isinstance(api, ApiClient) and api.on_request is None:
-            requests = self.metrics.api_requests
+            requests, errors = self.metrics.api_requests, self.metrics.api_errors
             api.on_request = lambda method: requests.labels("manager", method).inc()
+            api.on_error = lambda code: errors.labels("manager", code).inc()
         self.http_address = http_address
         self.http_port: int | None = None
         self._runner: web.AppRunner | None = None

@@ -64,8 +64,12 @@ class Metrics:
         self.worker_connected = Gauge(
             "multikueue_worker_connected", "1 while the worker's watches are established.", ["cluster"], registry=r
         )
-        self.remote_api_errors = Counter(
-            "multikueue_remote_api_errors_total", "Failed requests to workers.", ["cluster", "code"], registry=r
+        self.api_errors = Counter(
+            "multikueue_api_errors_total",
+            "Failed requests, per cluster ('manager' or the worker's name) and HTTP status (or 'connection'); "
+            "409 is a write based on a stale read.",
+            ["cluster", "code"],
+            registry=r,
         )
         self.api_requests = Counter(
             "multikueue_api_requests_total",

@@ -139,7 +139,7 @@ class ClusterReconciler:
     def _api_error_counter(self, name: str) -> Any:
         if self.metrics is None:
             return None
-        counter = self.metrics.remote_api_errors
+        counter = self.metrics.api_errors
         return lambda code: counter.labels(name, code).inc()
 
     def _api_request_counter(self, name: str) -> Any:

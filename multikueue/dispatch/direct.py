@@ -200,7 +200,7 @@ class DirectReconciler:
         spec_patch = adapter.spec_patch(obj, remote)
         if spec_patch is not None:
             await remote_api.patch(okey.name, spec_patch, okey.namespace)
-        in_sync = await self._mirror(gvk, obj, adapter, remote)
+        in_sync, obj = await self._mirror(gvk, obj, adapter, remote)
         done = adapter.finished(remote) if in_sync else None
         if done is not None:
             phase = FAILED if done[0] == "Failed" else FINISHED
@@ -212,10 +212,13 @@ class DirectReconciler:
             return Result(requeue_after=0.0)  # the next pass deletes the copy
         return Result()
 
-    async def _mirror(self, gvk: GroupVersionKind, obj: Object, adapter: GenericAdapter, remote: Object) -> bool:
-        """The worker's status on the manager object, with this controller's own condition kept."""
+    async def _mirror(
+        self, gvk: GroupVersionKind, obj: Object, adapter: GenericAdapter, remote: Object
+    ) -> tuple[bool, Object]:
+        """The worker's status on the manager object, with this controller's own condition kept; whether it is in
+        sync, and the manager object as it now is (a guarded write that follows must carry its resourceVersion)."""
         if adapter.suspended(obj) or "status" not in remote:
-            return False
+            return False, obj
         ours = [c for c in ((obj.get("status") or {}).get("conditions") or []) if c.get("type") == CONDITION]
         view = {**remote, "status": dict(remote["status"])}
         theirs = [c for c in view["status"].get("conditions") or [] if c.get("type") != CONDITION]
@@ -224,8 +227,9 @@ class DirectReconciler:
         patch = adapter.status_patch(obj, view)
         if patch is not None:
             _, resource = self.kinds[gvk]
-            await Objects(self.api, resource).patch_status(obj["metadata"]["name"], patch, obj["metadata"]["namespace"])
-        return True
+            meta = obj["metadata"]
+            obj = await Objects(self.api, resource).patch_status(meta["name"], patch, meta["namespace"])
+        return True, obj
 
     async def _worker_unavailable(
         self,

@@ -175,8 +175,16 @@ class Informer:
             self._notify(kind, obj)
 
     def remember(self, obj: Object) -> None:
-        """Store an object this process just wrote (the watch event follows), so the next read sees it."""
-        self.store[ObjectKey.of(obj)] = self._trimmed(obj)
+        """Store an object this process just updated (its watch event follows), so the next read sees it.
+
+        Never older than what the watch already delivered (its event may overtake the write's response; a
+        regression would last until the object's next change, and every guarded write until then would fail),
+        and never an object the watch has meanwhile seen deleted (a ghost would never leave)."""
+        key = ObjectKey.of(obj)
+        cached = self.store.get(key)
+        if cached is None or _newer(cached, obj):
+            return
+        self.store[key] = self._trimmed(obj)
 
     def _trimmed(self, obj: Object) -> Object:
         """Without ``metadata.managedFields`` (nothing here reads them, and on objects many controllers write they
@@ -217,6 +225,15 @@ class Informer:
     @staticmethod
     def _jittered(delay: float) -> float:
         return delay * random.uniform(0.8, 1.2)
+
+
+def _newer(a: Object, b: Object) -> bool:
+    """Whether ``a`` is a later version than ``b``: resourceVersions are etcd revisions, comparable as integers
+    (KEP-5504); one that is not an integer is taken as not newer."""
+    try:
+        return int(a["metadata"]["resourceVersion"]) > int(b["metadata"]["resourceVersion"])
+    except (KeyError, TypeError, ValueError):
+        return False
 
 
 SHARED_STRING_MAX = 64

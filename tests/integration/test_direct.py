@@ -116,6 +116,11 @@ async def test_a_run_is_placed_mirrored_finished_and_explained_with_no_workload(
     types = {c["type"]: c["status"] for c in done["status"]["conditions"]}
     assert types == {"Succeeded": "True", "MultiKueuePlacement": "True"}, "the worker's status and our condition"
     await s.wait(s.runs(worker), "direct", lambda r: r is None, "the copy deleted after the final status")
+    # Every guarded write carried the resourceVersion of the object as it then was: none was refused (the final
+    # status mirror and the Finished annotation used to cost a 409 and a retry per run).
+    assert s.manager is not None
+    errors = {"cluster": "manager", "code": "409"}
+    assert s.manager.metrics.registry.get_sample_value("multikueue_api_errors_total", errors) is None
 
 
 @pytest.mark.parametrize("multikueue_config", [direct("{workerSelector: 'pool in (batch, gpu)'}")])

@@ -180,3 +180,22 @@ async def test_cached_objects_share_their_strings_and_keep_their_content() -> No
     assert next(iter(condition_a)) is next(iter(condition_b))  # keys too
     assert len(a["status"]["note"]) > SHARED_STRING_MAX
     assert a["status"]["note"] is not b["status"]["note"]  # long strings are left as they are
+
+
+async def test_a_remembered_write_never_regresses_the_cache_nor_brings_back_the_deleted() -> None:
+    source = ScriptedSource(
+        [page([obj("a", 1), obj("b", 1)], 1)],
+        [[{"type": "MODIFIED", "object": obj("a", 5)}, {"type": "DELETED", "object": obj("b", 6)}]],
+    )
+    informer = Informer(source)
+    await run_until_idle(informer, source)
+    informer.remember(obj("a", 4))  # our write's response, overtaken by the watch's newer event
+    informer.remember(obj("b", 3))  # our write, deleted meanwhile
+    current = informer.get(ObjectKey("ns", "a"))
+    assert current is not None
+    assert current["metadata"]["resourceVersion"] == "5"
+    assert informer.get(ObjectKey("ns", "b")) is None
+    informer.remember(obj("a", 7))  # newer than the cache: kept
+    current = informer.get(ObjectKey("ns", "a"))
+    assert current is not None
+    assert current["metadata"]["resourceVersion"] == "7"
