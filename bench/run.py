@@ -142,6 +142,16 @@ class Dispatcher:
             totals[key] = totals.get(key, 0.0) + sample.value
         return totals
 
+    async def queue_wait(self) -> dict[str, dict[str, float]]:
+        """Per controller: reconciles started and their mean wait in the work queue (seconds)."""
+        sums = {s.labels["controller"]: s.value for s in await self._samples("multikueue_workqueue_wait_seconds_sum")}
+        counts = await self._samples("multikueue_workqueue_wait_seconds_count")
+        return {
+            c.labels["controller"]: {"reconciles": c.value, "mean_wait_s": sums[c.labels["controller"]] / c.value}
+            for c in counts
+            if c.value
+        }
+
     async def connected(self) -> set[str]:
         """The workers whose connections are up (its own view: beside Kueue, ``Active`` is written by both)."""
         return {s.labels["cluster"] for s in await self._samples("multikueue_worker_connected") if s.value == 1}
@@ -161,8 +171,11 @@ def configuration(mode: str, namespace: str) -> str:
 class Run:
     def __init__(self, args: argparse.Namespace, bed: TestBed, workers: list[str]) -> None:
         self.args, self.bed, self.workers = args, bed, workers
-        self.submitted: dict[str, float] = {}  # run name -> when it was handed over (quota reserved)
+        self.submitted: dict[str, float] = {}  # run name -> handed over (quota reserved; real Kueue: check Pending)
         self.created: dict[str, float] = {}  # run name -> when submitted (real Kueue reserves quota later)
+        self.reserved: dict[str, float] = {}  # real Kueue: run name -> QuotaReserved seen
+        self.copied: dict[str, float] = {}  # Kueue mode: run name -> its Workload copy seen on its worker-to-be
+        self.admitted: dict[str, float] = {}  # Kueue mode: run name -> that copy admitted (by the bench)
         self.on_worker: dict[str, tuple[str, float]] = {}  # run name -> (worker, first seen there)
         self.finished: dict[str, float] = {}
         self.copies_created: dict[str, int] = {}  # run name -> times an object was created on a worker
@@ -200,8 +213,13 @@ class Run:
             return
         name = obj["metadata"]["name"].removeprefix("pipelinerun-")
         true = {c["type"] for c in (obj.get("status") or {}).get("conditions") or [] if c["status"] == "True"}
-        if "QuotaReserved" in true and self.args.kueue == "real":  # handed over to the dispatcher now
-            self.submitted.setdefault(name, time.monotonic())
+        if "QuotaReserved" in true and self.args.kueue == "real":
+            self.reserved.setdefault(name, time.monotonic())
+            checks = (obj.get("status") or {}).get("admissionChecks") or []
+            if any(c.get("name") == self.check and c.get("state") == "Pending" for c in checks):
+                # Handed over: Kueue's workload controller has set the check Pending, which every dispatcher
+                # (Kueue's MultiKueue too) waits for; before that the time is Kueue's own.
+                self.submitted.setdefault(name, time.monotonic())
         if "Finished" in true:
             self.finished.setdefault(name, time.monotonic())
 
@@ -216,9 +234,14 @@ class Run:
                 and "Admitted" not in conditions
                 and int(name.rsplit("-", 1)[1]) % len(self.workers) == index
             ):
-                tg.start_soon(self._retry, lambda: kueue.admit(self.api[worker], name, NAMESPACE))
+                self.copied.setdefault(name.removeprefix("pipelinerun-"), time.monotonic())
+                tg.start_soon(self._retry, lambda: self._admit(worker, name))
 
         return seen
+
+    async def _admit(self, worker: str, name: str) -> None:
+        await kueue.admit(self.api[worker], name, NAMESPACE)
+        self.admitted.setdefault(name.removeprefix("pipelinerun-"), time.monotonic())
 
     async def _retry(self, action: Callable[[], Any], attempts: int = 20) -> None:
         for attempt in range(attempts):
@@ -426,6 +449,7 @@ async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
             )
         cpu = measured.cpu_seconds() - cpu0
         requests1 = await dispatcher.requests() if dispatcher else {}
+        work_queues = await dispatcher.queue_wait() if dispatcher else {}
         measured.rss()
         audited = counter.count()
         beside_figures: dict[str, Any] | None = None
@@ -447,6 +471,15 @@ async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
 
     latencies = [run.on_worker[k][1] - run.submitted[k] for k in run.on_worker if k in run.submitted]
     from_creation = [run.on_worker[k][1] - run.created[k] for k in run.on_worker if k in run.created]
+    # Kueue mode: where the dispatch latency goes (p50 of each step), the bench's own step in the middle.
+    steps = {
+        "quota_reserved_to_check_pending (Kueue)": [run.submitted[k] - run.reserved[k] for k in run.reserved
+                                                    if k in run.submitted],
+        "handed_over_to_copy_on_worker": [run.copied[k] - run.submitted[k] for k in run.copied if k in run.submitted],
+        "copy_to_admitted_by_the_bench": [run.admitted[k] - run.copied[k] for k in run.admitted if k in run.copied],
+        "admitted_to_object_on_worker": [run.on_worker[k][1] - run.admitted[k] for k in run.on_worker
+                                         if k in run.admitted],
+    }  # fmt: skip
     placement = {w: sum(1 for x, _ in run.on_worker.values() if x == w) for w in workers}
     duplicates = {k: c for k, c in run.copies_created.items() if c > 1}
     return {
@@ -463,6 +496,7 @@ async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
         "submit_seconds": submitted_at - started,
         "dispatch_latency_s": {f"p{q}": percentile(latencies, q) for q in (50, 95, 99)},
         "submit_to_worker_latency_s": {f"p{q}": percentile(from_creation, q) for q in (50, 95, 99)},
+        "dispatch_latency_steps_p50_s": {step: percentile(values, 50) for step, values in steps.items() if values},
         "status_sync_lag_s": {
             "p50": percentile(run.status_lag, 50),
             "p99": percentile(run.status_lag, 99),
@@ -472,6 +506,7 @@ async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
             "rate_per_s": args.status_rate,
         },
         "controller_cpu_seconds": cpu,
+        "controller_work_queues": work_queues,
         "controller_peak_rss_mib": measured.peak_rss / 2**20,
         "controller_rss_baseline_mib": baseline_rss / 2**20,
         "controller_rss_in_flight_mib": inflight_rss / 2**20,
