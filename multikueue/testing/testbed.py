@@ -267,7 +267,17 @@ class TestBed:
         """SIGSTOP: connections hang instead of being refused, like a partitioned network."""
         process = self.cluster(name).process
         assert process
+        if not process.running:  # a silent no-op would let a test "partition" a server that is not there
+            raise TestBedError(f"{name}'s kube-apiserver is not running (exit code {process.returncode}): no pause")
         process.signal(signal.SIGSTOP)
+        # The stop lands when the kernel next handles the process: wait for it, so that what follows is answered by
+        # a stopped server, not one still finishing its time slice on a loaded machine.
+        stat = Path(f"/proc/{process.pid}/stat")
+        deadline = time.monotonic() + 5
+        while stat.exists() and stat.read_text().rsplit(")", 1)[1].split()[0] != "T":
+            if time.monotonic() > deadline:
+                raise TestBedError(f"{name}'s kube-apiserver (PID {process.pid}) did not stop within 5 s of SIGSTOP")
+            time.sleep(0.01)
 
     def resume_apiserver(self, name: str) -> None:
         process = self.cluster(name).process
