@@ -14,21 +14,16 @@ import anyio
 
 from bench import proc
 from multikueue.kube.client import ApiClient
-from multikueue.kube.resources import Objects, Resource
 from multikueue.pki import CertificateAuthority
 from multikueue.testing.interop import KueueProcess
 
-KUEUE_API = "kueue.x-k8s.io/v1beta2"
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
 PIPELINERUN = "PipelineRun.v1.tekton.dev"
-RESOURCE_FLAVORS = Resource("kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor", namespaced=False)
-CLUSTER_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue", namespaced=False)
-LOCAL_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
-METRICS_READER = "bench-metrics-reader"
 
 
 class RealKueue:
-    """One Kueue manager process on the bed's manager cluster, with its CPU, RSS and request counts at hand."""
+    """One Kueue manager process on the bed's manager cluster, with its CPU and RSS at hand (its requests are
+    counted by the audit logs)."""
 
     def __init__(self, process: KueueProcess) -> None:
         self.process = process
@@ -63,22 +58,3 @@ class RealKueue:
 
     def stop(self) -> None:
         self.process.stop()
-
-
-async def queues(api: ApiClient, namespace: str, queue: str, check: str, capacity: int) -> None:
-    """A flavor, a ClusterQueue with room for ``capacity`` runs (and the admission check), the LocalQueue."""
-    await Objects(api, RESOURCE_FLAVORS).create(
-        {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": "bench-flavor"}}
-    )
-    resources = [{"name": "cpu", "nominalQuota": str(capacity)}]
-    flavors = [{"name": "bench-flavor", "resources": resources}]
-    spec = {
-        "namespaceSelector": {},
-        "resourceGroups": [{"coveredResources": ["cpu"], "flavors": flavors}],
-        "admissionChecksStrategy": {"admissionChecks": [{"name": check}]},
-    }
-    await Objects(api, CLUSTER_QUEUES).create(
-        {"apiVersion": KUEUE_API, "kind": "ClusterQueue", "metadata": {"name": "bench-cq"}, "spec": spec}
-    )
-    local = {"apiVersion": KUEUE_API, "kind": "LocalQueue", "metadata": {"name": queue}}
-    await Objects(api, LOCAL_QUEUES).create(local | {"spec": {"clusterQueue": "bench-cq"}}, namespace)

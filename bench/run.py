@@ -44,7 +44,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from bench import audit, proc
-from bench.kueue import MULTIKUEUE_CONTROLLER, RealKueue, queues
+from bench.kueue import MULTIKUEUE_CONTROLLER, RealKueue
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig, raw_body
 from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects, Resource
 from multikueue.labels import ORIGIN_LABEL, PLACEMENT_PHASE
@@ -323,7 +323,9 @@ async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
     )
     run.check = names["check"]
     if real_kueue is not None:
-        await queues(run.api["manager"], NAMESPACE, "user-queue", names["check"], capacity=2 * n)
+        await kueue.queues(run.api["manager"], NAMESPACE, local_queue="user-queue", cluster_queue="bench-cq",
+                           flavor="bench-flavor", quota={"cpu": str(2 * n)}, check=names["check"],
+                           namespace_selector={})  # fmt: skip
     dispatcher: Dispatcher | None = None
     if args.dispatcher == "multikueue":
         dispatcher = Dispatcher(manager_kubeconfig, configuration(args.mode, system), workdir)

@@ -30,9 +30,6 @@ CONTROLLER = "multikueue.x-k8s.io/external-dispatcher"
 PR = GroupVersionKind("tekton.dev", "v1", "PipelineRun")
 PIPELINERUNS = Resource("tekton.dev", "v1", "pipelineruns", "PipelineRun")
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
-RESOURCE_FLAVORS = Resource("kueue.x-k8s.io", "v1beta2", "resourceflavors", "ResourceFlavor", namespaced=False)
-CLUSTER_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue", namespaced=False)
-LOCAL_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "localqueues", "LocalQueue")
 EXAMPLES = Path(__file__).parents[2] / "examples" / "tekton"
 CONFIG = (EXAMPLES / "integration-config.yaml").read_text()
 EXAMPLE = EXAMPLES / "pipelinerun.yaml"
@@ -58,23 +55,10 @@ def _config(integration: str) -> str:
 async def _queues(api: ApiClient, namespace: str, *, check: str | None) -> None:
     """A flavor, a ClusterQueue covering the synthetic requests (with the admission check on the manager), and
     the example's LocalQueue. Cluster-scoped names carry the namespace, so tests do not share quota."""
-    flavor, queue = f"{namespace}-default", f"{namespace}-cq"
-    await Objects(api, RESOURCE_FLAVORS).create({"apiVersion": KUEUE_API, "kind": "ResourceFlavor",
-                                                 "metadata": {"name": flavor}})  # fmt: skip
-    resources = [{"name": "cpu", "nominalQuota": "8"}, {"name": "memory", "nominalQuota": "16Gi"},
-                 {"name": "tekton.dev/pipelineruns", "nominalQuota": "5"}]  # fmt: skip
-    spec: dict[str, Any] = {
-        "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": namespace}},
-        "resourceGroups": [{"coveredResources": [r["name"] for r in resources],
-                            "flavors": [{"name": flavor, "resources": resources}]}],
-    }  # fmt: skip
-    if check is not None:
-        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": check}]}
-    await Objects(api, CLUSTER_QUEUES).create({"apiVersion": KUEUE_API, "kind": "ClusterQueue",
-                                               "metadata": {"name": queue}, "spec": spec})  # fmt: skip
-    await Objects(api, LOCAL_QUEUES).create({"apiVersion": KUEUE_API, "kind": "LocalQueue",
-                                             "metadata": {"name": QUEUE}, "spec": {"clusterQueue": queue}},
-                                            namespace)  # fmt: skip
+    await kueue.queues(api, namespace, local_queue=QUEUE, cluster_queue=f"{namespace}-cq",
+                       flavor=f"{namespace}-default", check=check,
+                       quota={"cpu": "8", "memory": "16Gi", "tekton.dev/pipelineruns": "5"},
+                       namespace_selector={"matchLabels": {"kubernetes.io/metadata.name": namespace}})  # fmt: skip
 
 
 def _controller(api: ApiClient, text: str, role: Literal["manager", "worker"], tmp: Path) -> Any:

@@ -15,11 +15,23 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from multikueue.kube.client import ApiClient, raw_body
 from multikueue.kube.conditions import now_rfc3339, set_condition
-from multikueue.kube.resources import ADMISSION_CHECKS, MULTIKUEUE_CLUSTERS, MULTIKUEUE_CONFIGS, WORKLOADS, Objects
+from multikueue.kube.resources import (
+    ADMISSION_CHECKS,
+    KUEUE,
+    MULTIKUEUE_CLUSTERS,
+    MULTIKUEUE_CONFIGS,
+    WORKLOADS,
+    Objects,
+    Resource,
+)
 
 Object = dict[str, Any]
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 MANAGED_BY = "kueue.x-k8s.io/multikueue"
+# Read by real Kueue only (the dispatcher never touches them): for beds where Kueue's scheduler runs.
+RESOURCE_FLAVORS = Resource(KUEUE, "v1beta2", "resourceflavors", "ResourceFlavor", namespaced=False)
+CLUSTER_QUEUES = Resource(KUEUE, "v1beta2", "clusterqueues", "ClusterQueue", namespaced=False)
+LOCAL_QUEUES = Resource(KUEUE, "v1beta2", "localqueues", "LocalQueue")
 
 
 def workload_for(owner: Object, *, name: str | None = None, queue: str = "user-queue", cpu: str = "1") -> Object:
@@ -203,6 +215,36 @@ async def multikueue_setup(
         }
     )
     return names
+
+
+async def queues(
+    api: ApiClient,
+    namespace: str,
+    *,
+    local_queue: str,
+    cluster_queue: str,
+    flavor: str,
+    quota: dict[str, str],
+    check: str | None,
+    namespace_selector: Object,
+) -> None:
+    """For real Kueue's scheduler: a ResourceFlavor, a ClusterQueue with ``quota`` (resource -> nominal quota) of
+    that flavor and, if given, the admission check, and the LocalQueue in ``namespace`` pointing at it."""
+    await Objects(api, RESOURCE_FLAVORS).create(
+        {"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": flavor}}
+    )
+    resources = [{"name": name, "nominalQuota": value} for name, value in quota.items()]
+    spec: Object = {
+        "namespaceSelector": namespace_selector,
+        "resourceGroups": [{"coveredResources": list(quota), "flavors": [{"name": flavor, "resources": resources}]}],
+    }
+    if check is not None:
+        spec["admissionChecksStrategy"] = {"admissionChecks": [{"name": check}]}
+    await Objects(api, CLUSTER_QUEUES).create(
+        {"apiVersion": API_VERSION, "kind": "ClusterQueue", "metadata": {"name": cluster_queue}, "spec": spec}
+    )
+    local = {"apiVersion": API_VERSION, "kind": "LocalQueue", "metadata": {"name": local_queue}}
+    await Objects(api, LOCAL_QUEUES).create(local | {"spec": {"clusterQueue": cluster_queue}}, namespace)
 
 
 async def multikueue_teardown(api: ApiClient, names: dict[str, str]) -> None:
