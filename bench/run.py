@@ -78,7 +78,7 @@ def percentile(values: list[float], q: float) -> float | None:
 class Dispatcher:
     """The controller as its own process, with its CPU time, peak RSS and /metrics at hand."""
 
-    def __init__(self, kubeconfig: Path, config: str, workdir: Path) -> None:
+    def __init__(self, kubeconfig: Path, config: str, workdir: Path, *, traced: Path | None = None) -> None:
         self.port = free_port()
         (workdir / "config.yaml").write_text(config)
         self.argv = run_argv(
@@ -86,6 +86,9 @@ class Dispatcher:
             *("--config-file", str(workdir / "config.yaml"), "--http-address", f"127.0.0.1:{self.port}"),
             *("--log-format", "json", "--log-level", "warning"),
         )
+        self.traced = traced
+        if traced is not None:  # python -m bench.traced OUT run ...: the same command under tracemalloc
+            self.argv[1:3] = ["-m", "bench.traced", str(traced.resolve())]
         self.log = workdir / "dispatcher.log"
         self.process: subprocess.Popen[bytes] | None = None
         self.cpu_before_restarts = 0.0
@@ -120,6 +123,20 @@ class Dispatcher:
         self.cpu_before_restarts = self.cpu_seconds()
         self.process.terminate()
         self.process.wait(timeout=60)
+
+    async def dump_allocations(self) -> None:
+        """With --tracemalloc: have the process write its live allocations (bench/traced.py) and wait for them."""
+        assert self.process is not None
+        assert self.traced is not None
+        self.traced.unlink(missing_ok=True)
+        self.process.send_signal(signal.SIGUSR1)
+        traced = self.traced
+
+        async def written() -> bool:
+            return traced.exists()
+
+        await eventually(written, timeout=300, what="the allocation dump")
+        say(f"live allocations written to {self.traced}")
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
@@ -328,7 +345,7 @@ async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
                            namespace_selector={})  # fmt: skip
     dispatcher: Dispatcher | None = None
     if args.dispatcher == "multikueue":
-        dispatcher = Dispatcher(manager_kubeconfig, configuration(args.mode, system), workdir)
+        dispatcher = Dispatcher(manager_kubeconfig, configuration(args.mode, system), workdir, traced=args.tracemalloc)
         dispatcher.start()
     measured: Dispatcher | RealKueue = dispatcher or real_kueue  # type: ignore[assignment]
     for w in workers:
@@ -415,6 +432,8 @@ async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
         await progress(lambda: len(run.on_worker), n, "on a worker", timeout=args.timeout)
         dispatched_at = max(t for _, t in run.on_worker.values())
         inflight_rss = measured.rss()
+        if args.tracemalloc is not None and dispatcher is not None:
+            await dispatcher.dump_allocations()
 
         # 2. status sync under a steady rate of worker status changes
         names_in_flight = sorted(run.on_worker)
@@ -614,6 +633,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--timeout", type=float, default=900.0)
     parser.add_argument("--logs", type=Path, help="keep the controllers' logs in this directory (the bed's is removed)")
+    parser.add_argument(
+        "--tracemalloc",
+        type=Path,
+        metavar="FILE",
+        help="trace the dispatcher's allocations and write what is live in flight to FILE (slows it: no timings)",
+    )
     parser.add_argument("--out", type=Path, help="JSON result file (default bench/results/<mode>-w<W>-n<N>.json)")
     args = parser.parse_args(argv)
     if args.dispatcher == "kueue":

@@ -24,6 +24,12 @@ def _build_parser() -> argparse.ArgumentParser:
     run = commands.add_parser("run", help="run the dispatcher against a manager cluster")
     run.add_argument("--kubeconfig", help="kubeconfig of the manager cluster (default: in-cluster, else $KUBECONFIG)")
     run.add_argument("--context", help="context in --kubeconfig")
+    run.add_argument(
+        "--max-connections",
+        type=_at_least_one,
+        help="connections kept open to the manager's API server (HTTP/1.1: one per request in flight; default 100); "
+        "to workers: workerClient.maxConnections",
+    )
     source = run.add_mutually_exclusive_group()
     source.add_argument("--config-file", help="read the configuration from this file instead of a ConfigMap")
     run.add_argument("--config-namespace", default="multikueue-system", help="namespace of the ConfigMap")
@@ -227,7 +233,12 @@ def _run(args: argparse.Namespace) -> int:
 
     from multikueue import logs
     from multikueue.config import ConfigError, parse_configuration
-    from multikueue.kube.client import ApiClient, api_client_from_kubeconfig, in_cluster_api_client
+    from multikueue.kube.client import (
+        DEFAULT_MAX_CONNECTIONS,
+        ApiClient,
+        api_client_from_kubeconfig,
+        in_cluster_api_client,
+    )
     from multikueue.manager import ConfigSource, LeaderElectionSettings, Manager, load_configuration
 
     logs.configure(level=args.log_level, json=None if args.log_format == "auto" else args.log_format == "json")
@@ -269,13 +280,15 @@ def _run(args: argparse.Namespace) -> int:
             print(f"multikueue: cannot read the manager kubeconfig {kubeconfig_path}: {e}", file=sys.stderr)
             return 2
 
+    max_connections = args.max_connections or DEFAULT_MAX_CONNECTIONS
+
     async def main() -> int:
         nonlocal config
         try:
             api: ApiClient = (
-                await api_client_from_kubeconfig(kubeconfig, context=args.context)
+                await api_client_from_kubeconfig(kubeconfig, context=args.context, max_connections=max_connections)
                 if kubeconfig is not None
-                else await in_cluster_api_client()
+                else await in_cluster_api_client(max_connections=max_connections)
             )
         except ConfigException as e:
             print(f"multikueue: cannot use the manager kubeconfig: {e}", file=sys.stderr)
@@ -308,6 +321,16 @@ def _run(args: argparse.Namespace) -> int:
             return 1
 
     return anyio.run(main)
+
+
+def _at_least_one(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -157,6 +157,9 @@ class WorkerClient(_Model):
     # object itself): 200 QPS leaves room for 100 objects/s. Kueue's clients: 5 QPS, burst 10 (1.3 workloads/s).
     qps: float = Field(default=200.0, gt=0)
     burst: int = Field(default=400, ge=1)
+    # Connections kept open to each worker: every request in flight needs one (HTTP/1.1), each costs a TLS
+    # handshake and ~256 KiB of buffer; fewer trade latency for memory (multikueue/kube/client.py).
+    max_connections: int = Field(default=100, ge=1, le=1000)
     timeout: Duration = 15.0
     # A partitioned worker leaves a watch's socket open and silent for minutes; a GET /version this often (each
     # bounded by `timeout`) notices it within probeInterval + timeout, as client-go's HTTP/2 pings do.

@@ -25,7 +25,7 @@ from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from multikueue.config import GroupVersionKind
-from multikueue.kube.client import ApiClient, api_client_from_kubeconfig, rate_limit
+from multikueue.kube.client import DEFAULT_MAX_CONNECTIONS, ApiClient, api_client_from_kubeconfig, rate_limit
 from multikueue.kube.listwatch import ApiListSource
 from multikueue.kube.resources import WORKLOADS, Objects, Resource
 from multikueue.labels import ORIGIN_LABEL, PREBUILT_WORKLOAD
@@ -83,6 +83,7 @@ class WorkerConnection:
         probe_interval: float = 10.0,
         qps: float = 50.0,
         burst: int = 100,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
         on_state_change: Callable[[], None],
         on_remote_event: RemoteEventHandler | None = None,
         on_remote_object: RemoteObjectHandler | None = None,
@@ -104,6 +105,7 @@ class WorkerConnection:
         self.timeout = timeout
         self.probe_interval = probe_interval
         self.limiter = rate_limit(qps, burst)  # one bucket per worker, shared by every call to it
+        self.max_connections = max_connections
         self.on_state_change = on_state_change
         self.on_remote_event = on_remote_event
         self.on_remote_object = on_remote_object
@@ -191,6 +193,7 @@ class WorkerConnection:
             timeout=timeout,
             temp_dir=self.temp_dir,
             limiter=self.limiter,
+            max_connections=self.max_connections,
             on_error=self.on_api_error,
             on_request=self.on_api_request,
         )

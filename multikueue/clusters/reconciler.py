@@ -98,6 +98,7 @@ class ClusterReconciler:
                 probe_interval=self.config.dispatcher.worker_client.probe_interval,
                 qps=self.config.dispatcher.worker_client.qps,
                 burst=self.config.dispatcher.worker_client.burst,
+                max_connections=self.config.dispatcher.worker_client.max_connections,
                 on_state_change=lambda: self.on_connection_change(name),
                 on_remote_event=self.on_remote_event,
                 on_remote_object=self.on_remote_object,

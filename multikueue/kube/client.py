@@ -25,6 +25,12 @@ from yarl import URL
 DEFAULT_TIMEOUT = aiohttp.ClientTimeout(total=30, connect=5, sock_connect=5)
 """Total and connect bounds for a request that sets none (watches set their own)."""
 
+DEFAULT_MAX_CONNECTIONS = 100
+"""Connections kept to one cluster (kubernetes_asyncio's default). aiohttp speaks HTTP/1.1 only, so each request in
+flight holds a TLS connection of its own (client-go multiplexes one HTTP/2 connection); each costs a handshake on
+both ends and a 256 KiB read buffer (asyncio's SSL protocol): under a burst, most of this controller's memory
+growth. Fewer trade dispatch latency for memory (measured in bench/results/README.md)."""
+
 Timeout = float | tuple[float, float] | aiohttp.ClientTimeout
 """Seconds in total, a (connect, read) pair, or an ``aiohttp.ClientTimeout``."""
 
@@ -67,7 +73,9 @@ class ApiClient(k8s_client.ApiClient):
         limiter: RateLimit | None = None,
         on_error: Callable[[str], None] | None = None,
         on_request: Callable[[str], None] | None = None,
+        max_connections: int = DEFAULT_MAX_CONNECTIONS,
     ) -> None:
+        configuration.connection_pool_maxsize = max_connections  # read when the connector is built, just below
         super().__init__(configuration=configuration)
         _read_environment_once(self.rest_client, configuration.host)
         self.default_timeout = timeout
@@ -149,6 +157,7 @@ async def api_client_from_kubeconfig(
     limiter: RateLimit | None = None,
     on_error: Callable[[str], None] | None = None,
     on_request: Callable[[str], None] | None = None,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
 ) -> ApiClient:
     """Build a client for one cluster without touching kubernetes_asyncio's global default configuration.
 
@@ -161,14 +170,23 @@ async def api_client_from_kubeconfig(
         client_configuration=configuration,
         temp_file_path=str(temp_dir) if temp_dir else None,
     )
-    return ApiClient(configuration, timeout=timeout, limiter=limiter, on_error=on_error, on_request=on_request)
+    return ApiClient(
+        configuration,
+        timeout=timeout,
+        limiter=limiter,
+        on_error=on_error,
+        on_request=on_request,
+        max_connections=max_connections,
+    )
 
 
-async def in_cluster_api_client(*, timeout: Timeout = DEFAULT_TIMEOUT) -> ApiClient:
+async def in_cluster_api_client(
+    *, timeout: Timeout = DEFAULT_TIMEOUT, max_connections: int = DEFAULT_MAX_CONNECTIONS
+) -> ApiClient:
     """A client from the pod's service account (what the manager-cluster Deployment uses)."""
     configuration = k8s_client.Configuration()
     InClusterConfigLoader(
         token_filename="/var/run/secrets/kubernetes.io/serviceaccount/token",
         cert_filename="/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
     ).load_and_set(configuration)
-    return ApiClient(configuration, timeout=timeout)
+    return ApiClient(configuration, timeout=timeout, max_connections=max_connections)

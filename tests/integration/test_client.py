@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import os
 from pathlib import Path
 from types import TracebackType
 
@@ -40,3 +42,40 @@ async def test_a_real_limiter_lets_requests_through(testbed: TestBed, tmp_path: 
     async with await api_client_from_kubeconfig(kubeconfig, temp_dir=tmp_path, limiter=limiter) as api:
         versions = [await k8s_client.VersionApi(api).get_code() for _ in range(10)]
     assert {v.major for v in versions} == {"1"}
+
+
+def _connections_to(port: int) -> int:
+    """Established TCP connections this process holds to ``port`` on the loopback (from /proc, not from aiohttp)."""
+    ours = set()
+    for fd in Path("/proc/self/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            ours.add(target[len("socket:[") : -1])
+    count = 0
+    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+        for line in Path(table).read_text().splitlines()[1:]:
+            fields = line.split()
+            remote_port = int(fields[2].rsplit(":", 1)[1], 16)
+            if remote_port == port and fields[3] == "01" and fields[9] in ours:  # 01: ESTABLISHED
+                count += 1
+    return count
+
+
+async def test_requests_in_flight_share_at_most_max_connections(testbed: TestBed, tmp_path: Path) -> None:
+    cluster = testbed.cluster("worker1")
+    port = int(cluster.url.rsplit(":", 1)[1])
+    opened = {}
+    for limit in (3, 30):
+        before = _connections_to(port)
+        async with await api_client_from_kubeconfig(
+            cluster.kubeconfig, temp_dir=tmp_path, max_connections=limit
+        ) as api:
+            core = k8s_client.CoreV1Api(api)
+            results = await asyncio.gather(*(core.list_namespace() for _ in range(30)))
+            assert all(r.items for r in results)  # every request beyond the limit waited for a connection
+            opened[limit] = _connections_to(port) - before  # idle connections stay open (keep-alive)
+    assert 1 <= opened[3] <= 3
+    assert opened[30] > 3  # without the bound the same burst opens more: the count above can tell

@@ -26,3 +26,10 @@ def test_an_unknown_command_is_an_error(capsys: pytest.CaptureFixture[str]) -> N
         main(["nonsense"])
     assert e.value.code == 2
     assert "invalid choice" in capsys.readouterr().err
+
+
+def test_run_refuses_a_connection_bound_below_one(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as e:
+        main(["run", "--max-connections", "0"])
+    assert e.value.code == 2
+    assert "--max-connections: must be at least 1, got 0" in capsys.readouterr().err

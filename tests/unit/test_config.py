@@ -55,11 +55,14 @@ def test_incremental_dispatcher_gets_kueues_default_step() -> None:
 
 def test_own_settings() -> None:
     config = parse_configuration(
-        "dispatcher: {controllerName: example.com/mk, concurrency: 8, workerClient: {qps: 20, burst: 40, timeout: 5s}}"
+        "dispatcher: {controllerName: example.com/mk, concurrency: 8,"
+        " workerClient: {qps: 20, burst: 40, timeout: 5s, maxConnections: 8}}"
     )
     assert config.dispatcher.controller_name == "example.com/mk"
     assert config.dispatcher.concurrency == 8
     assert (config.dispatcher.worker_client.qps, config.dispatcher.worker_client.timeout) == (20, 5)
+    assert config.dispatcher.worker_client.max_connections == 8
+    assert parse_configuration("").dispatcher.worker_client.max_connections == 100
 
 
 @pytest.mark.parametrize(
@@ -80,6 +83,10 @@ def test_own_settings() -> None:
         ("multiKueue: {gcIntervall: 1m}", "multiKueue.gcIntervall: Extra inputs are not permitted (got '1m')"),
         ("multiKueue: {incrementalDispatcherConfig: {stepSize: 2}}", "multiKueue.incrementalDispatcherConfig: only"),
         ("dispatcher: {concurrency: 0}", "dispatcher.concurrency: Input should be greater than or equal to 1 (got 0)"),
+        (
+            "dispatcher: {workerClient: {maxConnections: 0}}",
+            "dispatcher.workerClient.maxConnections: Input should be greater than or equal to 1 (got 0)",
+        ),
         ("kind: Deployment", "kind: Input should be 'Configuration' (got 'Deployment')"),
         ("[1, 2]", "(document): must be a mapping, got list"),
         ("multiKueue: [", "not valid YAML"),
