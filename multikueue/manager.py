@@ -10,7 +10,7 @@ from typing import Any, Literal
 import anyio
 import anyio.abc
 import structlog
-from aiohttp import web
+from aiohttp import ClientError, web
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio.leaderelection.electionconfig import Config as ElectionConfig
 from kubernetes_asyncio.leaderelection.leaderelection import LeaderElection
@@ -18,7 +18,7 @@ from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
 from multikueue.clusters.admissioncheck import AdmissionCheckReconciler
 from multikueue.clusters.connections import KindUnavailable, discover_resource
-from multikueue.clusters.reconciler import ClusterReconciler
+from multikueue.clusters.reconciler import KIND_RETRY_SECONDS, ClusterReconciler
 from multikueue.config import ConfigError, Configuration, GroupVersionKind, parse_configuration
 from multikueue.dispatch.direct import DirectKey, DirectReconciler
 from multikueue.dispatch.reconciler import WorkloadReconciler
@@ -239,14 +239,14 @@ class Manager:
             "multikueue_direct", self._reconcile_direct, concurrency=config.dispatcher.concurrency, observe=self.metrics
         )
         owned_by: dict[str, ObjectKey] = {}  # owner UID -> its Workload (Kueue mode)
+        # The kinds the manager serves, with their informers; the reconcilers share these dicts, so a kind whose
+        # CRD appears after start (found by `discover_later`) reaches them without a restart.
         kinds: dict[GroupVersionKind, tuple[Informer, Resource]] = {}
-        for gvk in config.multi_kueue.gvks:
-            try:
-                resource = await discover_resource(api, gvk)
-            except (KindUnavailable, k8s_client.ApiException) as e:
-                log.warning("kind not served by the manager yet; its owners are read directly", kind=str(gvk),
-                            error=str(e))  # fmt: skip
-                continue
+        direct_kinds: dict[GroupVersionKind, tuple[Informer, Resource]] = {}
+        manager_resources: dict[GroupVersionKind, Resource] = {}
+        owners: dict[GroupVersionKind, Informer] = {}
+
+        def watch_kind(gvk: GroupVersionKind, resource: Resource) -> Informer:
             direct = config.adapter(gvk).mode == "Direct"
 
             def on_object(kind: str, obj: Object, gvk: GroupVersionKind = gvk, direct: bool = direct) -> None:
@@ -257,8 +257,34 @@ class Manager:
                 elif (workload := owned_by.get(obj["metadata"].get("uid", ""))) is not None:
                     workload_controller.enqueue(workload)
 
-            kinds[gvk] = (Informer(Objects(api, resource).source(), on_event=on_object), resource)
-        direct_kinds = {g: v for g, v in kinds.items() if config.adapter(g).mode == "Direct"}
+            informer = Informer(Objects(api, resource).source(), on_event=on_object)
+            kinds[gvk] = (informer, resource)
+            manager_resources[gvk], owners[gvk] = resource, informer
+            if direct:
+                direct_kinds[gvk] = (informer, resource)
+            return informer
+
+        missing: list[GroupVersionKind] = []
+        for gvk in config.multi_kueue.gvks:
+            try:
+                watch_kind(gvk, await discover_resource(api, gvk))
+            except (KindUnavailable, k8s_client.ApiException) as e:
+                log.warning("kind not served by the manager yet; looked for again periodically", kind=str(gvk),
+                            error=str(e), retry_seconds=KIND_RETRY_SECONDS)  # fmt: skip
+                missing.append(gvk)
+
+        async def discover_later(task_group: anyio.abc.TaskGroup) -> None:
+            """Kinds whose CRD was missing at start: watched (and dispatched) from when the manager serves them."""
+            while missing:
+                await anyio.sleep(KIND_RETRY_SECONDS)
+                for gvk in list(missing):
+                    try:
+                        informer = watch_kind(gvk, await discover_resource(api, gvk))
+                    except (KindUnavailable, k8s_client.ApiException, ClientError, TimeoutError, OSError):
+                        continue  # still missing, or the manager did not answer: the next round asks again
+                    missing.remove(gvk)
+                    task_group.start_soon(informer.run)  # its first list enqueues every object of the kind
+                    log.info("kind now served by the manager; watching it", kind=str(gvk))
 
         def on_remote_object(cluster: str, gvk: GroupVersionKind, key: ObjectKey) -> None:
             if gvk in direct_kinds:
@@ -328,9 +354,9 @@ class Manager:
                     checks,
                     configs,
                     lambda: self.cluster_reconciler.connections if self.cluster_reconciler else {},
-                    {g: resource for g, (_, resource) in kinds.items()},  # others are discovered on first use
+                    manager_resources,  # others are discovered on first use
                     self.metrics,
-                    owners={g: informer for g, (informer, _) in kinds.items()},
+                    owners=owners,
                 )
                 self.direct_reconciler = DirectReconciler(
                     config,
@@ -346,8 +372,10 @@ class Manager:
                     tg.start_soon(informer.run)
                 for informer in everything:
                     await informer.synced.wait()
-                if direct_kinds:
+                if any(config.adapter(g).mode == "Direct" for g in config.multi_kueue.gvks):
                     tg.start_soon(direct_controller.run)
+                if missing:
+                    tg.start_soon(discover_later, tg)
                 if self.integration is not None:
                     tg.start_soon(self.integration.run)
                     await self.integration.started.wait()

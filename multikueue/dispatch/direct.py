@@ -78,15 +78,17 @@ class DirectReconciler:
         self.enqueue = enqueue
         self.metrics = metrics
         self.origin = config.multi_kueue.origin
-        self.adapters = {g: GenericAdapter(g, config.dispatcher.managed_by, config.adapter(g)) for g in kinds}
+        # Every Direct-mode kind configured, served yet or not: ``kinds`` gains one when its CRD appears later.
+        direct = [g for g in config.multi_kueue.gvks if config.adapter(g).mode == "Direct"]
+        self.adapters = {g: GenericAdapter(g, config.dispatcher.managed_by, config.adapter(g)) for g in direct}
         self.deleted: dict[DirectKey, Object] = {}
-        self.waiting: dict[GroupVersionKind, set[ObjectKey]] = {g: set() for g in kinds}
+        self.waiting: dict[GroupVersionKind, set[ObjectKey]] = {g: set() for g in direct}
         self.started_at = time.monotonic()
         self._placing = anyio.Lock()  # one decision at a time: each sees the loads the previous one wrote
         # Objects placed and not finished, per worker, kept from the informer's events: a decision reads the counts
         # in O(workers) instead of scanning every object of the kind (O(N): drain fell from 43/s to 25/s at 5,000).
-        self._placed: dict[GroupVersionKind, dict[ObjectKey, str]] = {g: {} for g in kinds}
-        self._load: dict[GroupVersionKind, Counter[str]] = {g: Counter() for g in kinds}
+        self._placed: dict[GroupVersionKind, dict[ObjectKey, str]] = {g: {} for g in direct}
+        self._load: dict[GroupVersionKind, Counter[str]] = {g: Counter() for g in direct}
 
     def observe(self, gvk: GroupVersionKind, kind: str, obj: Object) -> None:
         """Every event of the kind's informer (and this process's own writes): the load counts, and deletions."""

@@ -3,15 +3,22 @@ spill-over, lost-worker policies and restarts. The tests play only Tekton on the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
+from collections.abc import AsyncIterator
 from typing import Any
 
 import anyio
 import pytest
+from kubernetes_asyncio import client as k8s_client
+from kubernetes_asyncio.client.exceptions import ApiException
 
-from multikueue.testing import kueue
-from multikueue.testing.objects import pipelinerun
+from multikueue import manager as manager_module
+from multikueue.kube.client import ApiClient
+from multikueue.kube.resources import Resource
+from multikueue.testing import crds, kueue
+from multikueue.testing.objects import pipelinerun, widget, widget_crd
 from multikueue.testing.waiting import eventually
 from tests.integration.scenario import Scenario
 
@@ -274,3 +281,64 @@ async def test_a_controller_restart_mid_burst_dispatches_every_object_exactly_on
     for name in names:
         run = await s.get(s.runs("manager"), name)
         assert name in await names_on(s, worker_key(s, notes(run)[WORKER]))
+
+
+LATE_GROUP = "late.multikueue.x-k8s.io"
+GADGETS = Resource(LATE_GROUP, "v1", "gadgets", "Gadget")
+LATE_KIND = f"""
+multiKueue: {{gcInterval: 2s, workerLostTimeout: 5s, externalFrameworks: [{{name: Gadget.v1.{LATE_GROUP}}}]}}
+dispatcher:
+  adapters:
+  - name: Gadget.v1.{LATE_GROUP}
+    mode: Direct
+    finished: {{path: .status.phase, equals: Done}}
+"""
+
+
+def gadget_crd() -> dict[str, Any]:
+    """The Widget CRD under another name: a kind no other test installs, so the manager cannot serve it at start."""
+    crd = widget_crd(strict_status=False)
+    crd["metadata"]["name"] = f"gadgets.{LATE_GROUP}"
+    crd["spec"]["group"] = LATE_GROUP
+    crd["spec"]["names"] = {"kind": "Gadget", "plural": "gadgets", "singular": "gadget", "listKind": "GadgetList"}
+    return crd
+
+
+@pytest.fixture
+async def gadgets_on_the_workers_only(
+    manager_api: ApiClient, worker1_api: ApiClient, worker2_api: ApiClient, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[None]:
+    monkeypatch.setattr(manager_module, "KIND_RETRY_SECONDS", 1.0)  # the manager looks again every second
+    for api in (worker1_api, worker2_api):
+        await crds.install_crds(api, [gadget_crd()])
+    yield
+    for api in (manager_api, worker1_api, worker2_api):
+        with contextlib.suppress(ApiException):
+            await k8s_client.ApiextensionsV1Api(api).delete_custom_resource_definition(f"gadgets.{LATE_GROUP}")
+
+
+@pytest.mark.parametrize("multikueue_config", [LATE_KIND])
+async def test_a_kind_installed_on_the_manager_after_start_is_dispatched_without_a_restart(
+    gadgets_on_the_workers_only: None, scenario: Scenario
+) -> None:
+    s = scenario
+    assert s.manager is not None
+    assert s.manager.direct_reconciler is not None
+    assert not s.manager.direct_reconciler.kinds  # started without the CRD: nothing to watch yet
+    await crds.install_crds(s.api["manager"], [gadget_crd()])
+    body = widget("g1")
+    body["apiVersion"], body["kind"] = f"{LATE_GROUP}/v1", "Gadget"
+    await s.objects("manager", GADGETS).create(body, s.namespace)
+
+    def placed(obj: Any) -> bool:
+        return bool(notes(obj).get(WORKER))
+
+    worker = str(notes(await s.wait(s.objects("manager", GADGETS), "g1", placed, "g1 placed", timeout=60))[WORKER])
+    cluster = next(c for c, name in s.names.items() if name == worker)
+    copy = await s.wait(s.objects(cluster, GADGETS), "g1", lambda o: o is not None, f"g1 created on {cluster}")
+    assert "managedBy" not in copy["spec"]
+    await s.objects(cluster, GADGETS).patch_status("g1", {"status": {"phase": "Done"}}, s.namespace)
+    done = await s.wait(s.objects("manager", GADGETS), "g1", lambda o: notes(o).get(PHASE) == "Finished",
+                        "g1 finished on the manager")  # fmt: skip
+    assert done["status"]["phase"] == "Done"
+    await s.wait(s.objects(cluster, GADGETS), "g1", lambda o: o is None, f"the copy removed from {cluster}")
