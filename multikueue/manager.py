@@ -10,15 +10,15 @@ from typing import Any, Literal
 import anyio
 import anyio.abc
 import structlog
-from aiohttp import ClientError, web
+from aiohttp import web
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio.leaderelection.electionconfig import Config as ElectionConfig
 from kubernetes_asyncio.leaderelection.leaderelection import LeaderElection
 from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
 from multikueue.clusters.admissioncheck import AdmissionCheckReconciler
-from multikueue.clusters.connections import KindUnavailable, discover_resource
-from multikueue.clusters.reconciler import KIND_RETRY_SECONDS, ClusterReconciler
+from multikueue.clusters.connections import KindUnavailable, discover_later, discover_resource
+from multikueue.clusters.reconciler import ClusterReconciler
 from multikueue.config import ConfigError, Configuration, GroupVersionKind, parse_configuration
 from multikueue.dispatch.direct import DirectKey, DirectReconciler
 from multikueue.dispatch.reconciler import WorkloadReconciler
@@ -270,21 +270,8 @@ class Manager:
                 watch_kind(gvk, await discover_resource(api, gvk))
             except (KindUnavailable, k8s_client.ApiException) as e:
                 log.warning("kind not served by the manager yet; looked for again periodically", kind=str(gvk),
-                            error=str(e), retry_seconds=KIND_RETRY_SECONDS)  # fmt: skip
+                            error=str(e))  # fmt: skip
                 missing.append(gvk)
-
-        async def discover_later(task_group: anyio.abc.TaskGroup) -> None:
-            """Kinds whose CRD was missing at start: watched (and dispatched) from when the manager serves them."""
-            while missing:
-                await anyio.sleep(KIND_RETRY_SECONDS)
-                for gvk in list(missing):
-                    try:
-                        informer = watch_kind(gvk, await discover_resource(api, gvk))
-                    except (KindUnavailable, k8s_client.ApiException, ClientError, TimeoutError, OSError):
-                        continue  # still missing, or the manager did not answer: the next round asks again
-                    missing.remove(gvk)
-                    task_group.start_soon(informer.run)  # its first list enqueues every object of the kind
-                    log.info("kind now served by the manager; watching it", kind=str(gvk))
 
         def on_remote_object(cluster: str, gvk: GroupVersionKind, key: ObjectKey) -> None:
             if gvk in direct_kinds:
@@ -374,8 +361,12 @@ class Manager:
                     await informer.synced.wait()
                 if any(config.adapter(g).mode == "Direct" for g in config.multi_kueue.gvks):
                     tg.start_soon(direct_controller.run)
-                if missing:
-                    tg.start_soon(discover_later, tg)
+                if missing:  # watched (and dispatched) from when the manager serves them; the first list enqueues all
+
+                    def served(gvk: GroupVersionKind, resource: Resource) -> None:
+                        tg.start_soon(watch_kind(gvk, resource).run)
+
+                    tg.start_soon(discover_later, api, missing, served)
                 if self.integration is not None:
                     tg.start_soon(self.integration.run)
                     await self.integration.started.wait()

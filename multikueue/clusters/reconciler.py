@@ -15,7 +15,13 @@ from typing import Any
 import structlog
 from anyio.abc import TaskGroup
 
-from multikueue.clusters.connections import ConnectionFailed, WorkerConnection, fingerprint, retry_after
+from multikueue.clusters.connections import (
+    KIND_RETRY_SECONDS,
+    ConnectionFailed,
+    WorkerConnection,
+    fingerprint,
+    retry_after,
+)
 from multikueue.clusters.kubeconfig import BAD_KUBECONFIG, KubeconfigRejected, validate_kubeconfig
 from multikueue.config import Configuration
 from multikueue.kube import conditions
@@ -26,7 +32,6 @@ from multikueue.runtime.informer import Informer, ObjectKey
 
 ACTIVE = "Active"
 SECRET_KEY = "kubeconfig"
-KIND_RETRY_SECONDS = 30.0
 log = structlog.get_logger(__name__)
 Object = dict[str, Any]
 

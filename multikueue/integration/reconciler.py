@@ -13,7 +13,7 @@ import anyio
 import structlog
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from multikueue.clusters.connections import KindUnavailable, discover_resource
+from multikueue.clusters.connections import KindUnavailable, discover_later, discover_resource
 from multikueue.config import Configuration, GroupVersionKind
 from multikueue.integration import workloads
 from multikueue.integration.lifecycle import Decision, Step, decide, finished_status, released_status, suspend_patch
@@ -228,19 +228,23 @@ class IntegrationController:
         controller: Controller[Key] = Controller("multikueue_integration", self._reconcile,
                                                  concurrency=self.config.dispatcher.concurrency,
                                                  observe=self.observe)  # fmt: skip
-        kinds: dict[GroupVersionKind, tuple[Informer, Resource]] = {}
-        for gvk in integrations:
-            try:
-                resource = await discover_resource(self.api, gvk)
-            except (KindUnavailable, ApiException) as e:
-                log.error("kind not served here: not integrated until the controller restarts", kind=str(gvk),
-                          error=str(e))  # fmt: skip
-                continue
+        kinds: dict[GroupVersionKind, tuple[Informer, Resource]] = {}  # shared with the reconciler: kinds join late
 
-            def on_object(kind: str, obj: Object, gvk: GroupVersionKind = gvk) -> None:
+        def watch_kind(gvk: GroupVersionKind, resource: Resource) -> Informer:
+            def on_object(kind: str, obj: Object) -> None:
                 controller.enqueue((gvk, ObjectKey.of(obj)))
 
-            kinds[gvk] = (Informer(Objects(self.api, resource).source(), on_event=on_object), resource)
+            informer = Informer(Objects(self.api, resource).source(), on_event=on_object)
+            kinds[gvk] = (informer, resource)
+            return informer
+
+        missing: list[GroupVersionKind] = []
+        for gvk in integrations:
+            try:
+                watch_kind(gvk, await discover_resource(self.api, gvk))
+            except (KindUnavailable, ApiException) as e:
+                log.warning("kind not served here yet; integrated once it is", kind=str(gvk), error=str(e))
+                missing.append(gvk)
 
         def on_workload(kind: str, workload: Object) -> None:
             if self.reconciler is not None:
@@ -256,6 +260,12 @@ class IntegrationController:
             for informer in informers:
                 await informer.synced.wait()
             tg.start_soon(controller.run)
+            if missing:  # a CRD installed after start: its objects are integrated from then on, no restart
+
+                def served(gvk: GroupVersionKind, resource: Resource) -> None:
+                    tg.start_soon(watch_kind(gvk, resource).run)
+
+                tg.start_soon(discover_later, self.api, missing, served)
             log.info("integration started", kinds=[str(g) for g in kinds])
             self.started.set()
 

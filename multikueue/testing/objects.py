@@ -71,20 +71,22 @@ def running_status(name: str) -> dict[str, Any]:
 WIDGET_GROUP = "examples.multikueue.x-k8s.io"
 
 
-def widget_crd(*, strict_status: bool) -> dict[str, Any]:
+def widget_crd(*, strict_status: bool, group: str = WIDGET_GROUP, kind: str = "Widget") -> dict[str, Any]:
     """A small job-like kind of this project's own (tests only). ``strict_status`` limits ``status.phase`` to
-    Pending/Running/Done, so a worker with the loose variant can report a status the manager refuses."""
+    Pending/Running/Done, so a worker with the loose variant can report a status the manager refuses. Another
+    ``group``/``kind`` gives the same shape under a name no other test installs."""
+    plural = f"{kind.lower()}s"
     phase: dict[str, Any] = {"type": "string"}
     if strict_status:
         phase["enum"] = ["Pending", "Running", "Done"]
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"widgets.{WIDGET_GROUP}"},
+        "metadata": {"name": f"{plural}.{group}"},
         "spec": {
-            "group": WIDGET_GROUP,
+            "group": group,
             "scope": "Namespaced",
-            "names": {"kind": "Widget", "plural": "widgets", "singular": "widget", "listKind": "WidgetList"},
+            "names": {"kind": kind, "plural": plural, "singular": kind.lower(), "listKind": f"{kind}List"},
             "versions": [{
                 "name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
                 "schema": {"openAPIV3Schema": {"type": "object", "properties": {

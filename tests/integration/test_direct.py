@@ -14,7 +14,7 @@ import pytest
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from multikueue import manager as manager_module
+from multikueue.clusters import connections
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import Resource
 from multikueue.testing import crds, kueue
@@ -297,18 +297,14 @@ dispatcher:
 
 def gadget_crd() -> dict[str, Any]:
     """The Widget CRD under another name: a kind no other test installs, so the manager cannot serve it at start."""
-    crd = widget_crd(strict_status=False)
-    crd["metadata"]["name"] = f"gadgets.{LATE_GROUP}"
-    crd["spec"]["group"] = LATE_GROUP
-    crd["spec"]["names"] = {"kind": "Gadget", "plural": "gadgets", "singular": "gadget", "listKind": "GadgetList"}
-    return crd
+    return widget_crd(strict_status=False, group=LATE_GROUP, kind="Gadget")
 
 
 @pytest.fixture
 async def gadgets_on_the_workers_only(
     manager_api: ApiClient, worker1_api: ApiClient, worker2_api: ApiClient, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[None]:
-    monkeypatch.setattr(manager_module, "KIND_RETRY_SECONDS", 1.0)  # the manager looks again every second
+    monkeypatch.setattr(connections, "KIND_RETRY_SECONDS", 1.0)  # the manager looks again every second
     for api in (worker1_api, worker2_api):
         await crds.install_crds(api, [gadget_crd()])
     yield

@@ -4,6 +4,7 @@ and MultiKueue's prebuilt Workload adopted on a worker. The tests play Kueue's s
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Literal
@@ -11,7 +12,9 @@ from typing import Any, Literal
 import pytest
 import yaml
 from kubernetes_asyncio import client as k8s_client
+from kubernetes_asyncio.client.exceptions import ApiException
 
+from multikueue.clusters import connections
 from multikueue.config import GroupVersionKind, parse_configuration
 from multikueue.integration.workloads import build, workload_name
 from multikueue.kube.client import ApiClient, raw_body
@@ -351,3 +354,30 @@ async def test_a_copy_that_arrives_before_its_prebuilt_workload_is_adopted_when_
         assert adopted["metadata"]["ownerReferences"][0]["uid"] == copy["metadata"]["uid"]
         await eventually(lambda: _get(runs, "copy", namespace), until=lambda r: "status" not in r["spec"],
                          timeout=10, what="released on its Workload's admission")  # fmt: skip
+
+
+async def test_a_kind_installed_after_start_is_integrated_without_a_restart(
+    manager_api: ApiClient, namespace: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(connections, "KIND_RETRY_SECONDS", 1.0)  # looked for again every second
+    group = "late-integration.multikueue.x-k8s.io"
+    sprockets = Objects(manager_api, Resource(group, "v1", "sprockets", "Sprocket"))
+    adapter = {**WIDGET_ADAPTER, "name": f"Sprocket.v1.{group}"}
+    template = {"spec": {"containers": [{"name": "main", "image": "busybox"}]}}
+    try:
+        async with _running(manager_api, _config(namespace, adapter)) as controller:
+            assert controller.integration is not None
+            assert controller.integration.reconciler is not None
+            assert not controller.integration.reconciler.kinds  # not served at start
+            await crds.install_crds(manager_api, [widget_crd(strict_status=False, group=group, kind="Sprocket")])
+            body = {"apiVersion": f"{group}/v1", "kind": "Sprocket",
+                    "metadata": {"name": "s1", "labels": {QUEUE_NAME_LABEL: "user-queue"}},
+                    "spec": {"parallelism": 2, "template": template}}  # fmt: skip
+            created = await sprockets.create(body, namespace)
+            await eventually(lambda: _get(sprockets, "s1", namespace), until=lambda s: s["spec"].get("suspend") is True
+                             and _held(s), what="held once the kind is served")  # fmt: skip
+            workload = await _workload(manager_api, namespace, created, GroupVersionKind(group, "v1", "Sprocket"))
+            assert [(p["name"], p["count"]) for p in workload["spec"]["podSets"]] == [("workers", 2)]
+    finally:
+        with contextlib.suppress(ApiException):
+            await k8s_client.ApiextensionsV1Api(manager_api).delete_custom_resource_definition(f"sprockets.{group}")
