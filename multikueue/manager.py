@@ -249,7 +249,7 @@ class Manager:
         def watch_kind(gvk: GroupVersionKind, resource: Resource) -> Informer:
             direct = config.adapter(gvk).mode == "Direct"
 
-            def on_object(kind: str, obj: Object, gvk: GroupVersionKind = gvk, direct: bool = direct) -> None:
+            def on_object(kind: str, obj: Object) -> None:
                 if direct:
                     if self.direct_reconciler is not None:
                         self.direct_reconciler.observe(gvk, kind, obj)
