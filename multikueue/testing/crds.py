@@ -176,6 +176,15 @@ async def install_crds(api: k8s_client.ApiClient, crds: Sequence[dict[str, Any]]
                 await anyio.sleep(0.1)
 
 
+async def remove_crd(api: k8s_client.ApiClient, crd: dict[str, Any]) -> None:
+    """Delete a CRD a test installed (its objects go with it); one already gone is fine."""
+    try:
+        await k8s_client.ApiextensionsV1Api(api).delete_custom_resource_definition(crd["metadata"]["name"])
+    except ApiException as e:
+        if e.status != 404:
+            raise
+
+
 def install_on_bed(bed: TestBed, definitions: Sequence[dict[str, Any]] | None = None) -> None:
     """Install CRDs (by default Kueue's and Tekton's) on every cluster of a running test bed."""
     install_on_clusters(bed.clusters.values(), definitions)

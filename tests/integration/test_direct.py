@@ -3,7 +3,6 @@ spill-over, lost-worker policies and restarts. The tests play only Tekton on the
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sys
 from collections.abc import AsyncIterator
@@ -11,8 +10,6 @@ from typing import Any
 
 import anyio
 import pytest
-from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from multikueue.clusters import connections
 from multikueue.kube.client import ApiClient
@@ -309,8 +306,7 @@ async def gadgets_on_the_workers_only(
         await crds.install_crds(api, [gadget_crd()])
     yield
     for api in (manager_api, worker1_api, worker2_api):
-        with contextlib.suppress(ApiException):
-            await k8s_client.ApiextensionsV1Api(api).delete_custom_resource_definition(f"gadgets.{LATE_GROUP}")
+        await crds.remove_crd(api, gadget_crd())
 
 
 @pytest.mark.parametrize("multikueue_config", [LATE_KIND])

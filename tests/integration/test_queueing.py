@@ -4,7 +4,6 @@ and MultiKueue's prebuilt Workload adopted on a worker. The tests play Kueue's s
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Literal
@@ -12,7 +11,6 @@ from typing import Any, Literal
 import pytest
 import yaml
 from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from multikueue.clusters import connections
 from multikueue.config import GroupVersionKind, parse_configuration
@@ -364,12 +362,13 @@ async def test_a_kind_installed_after_start_is_integrated_without_a_restart(
     sprockets = Objects(manager_api, Resource(group, "v1", "sprockets", "Sprocket"))
     adapter = {**WIDGET_ADAPTER, "name": f"Sprocket.v1.{group}"}
     template = {"spec": {"containers": [{"name": "main", "image": "busybox"}]}}
+    crd = widget_crd(strict_status=False, group=group, kind="Sprocket")
     try:
         async with _running(manager_api, _config(namespace, adapter)) as controller:
             assert controller.integration is not None
             assert controller.integration.reconciler is not None
             assert not controller.integration.reconciler.kinds  # not served at start
-            await crds.install_crds(manager_api, [widget_crd(strict_status=False, group=group, kind="Sprocket")])
+            await crds.install_crds(manager_api, [crd])
             body = {"apiVersion": f"{group}/v1", "kind": "Sprocket",
                     "metadata": {"name": "s1", "labels": {QUEUE_NAME_LABEL: "user-queue"}},
                     "spec": {"parallelism": 2, "template": template}}  # fmt: skip
@@ -379,5 +378,4 @@ async def test_a_kind_installed_after_start_is_integrated_without_a_restart(
             workload = await _workload(manager_api, namespace, created, GroupVersionKind(group, "v1", "Sprocket"))
             assert [(p["name"], p["count"]) for p in workload["spec"]["podSets"]] == [("workers", 2)]
     finally:
-        with contextlib.suppress(ApiException):
-            await k8s_client.ApiextensionsV1Api(manager_api).delete_custom_resource_definition(f"sprockets.{group}")
+        await crds.remove_crd(manager_api, crd)
