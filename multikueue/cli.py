@@ -229,6 +229,7 @@ def _run(args: argparse.Namespace) -> int:
 
     import anyio
     import yaml
+    from kubernetes_asyncio import client as k8s_client
     from kubernetes_asyncio.config.config_exception import ConfigException
 
     from multikueue import logs
@@ -239,7 +240,15 @@ def _run(args: argparse.Namespace) -> int:
         api_client_from_kubeconfig,
         in_cluster_api_client,
     )
-    from multikueue.manager import ConfigSource, LeaderElectionSettings, Manager, load_configuration
+    from multikueue.kube.errors import describe
+    from multikueue.manager import (
+        ConfigSource,
+        LeaderElectionSettings,
+        Manager,
+        StartupError,
+        load_configuration,
+        preflight,
+    )
 
     logs.configure(level=args.log_level, json=None if args.log_format == "auto" else args.log_format == "json")
 
@@ -294,6 +303,7 @@ def _run(args: argparse.Namespace) -> int:
             print(f"multikueue: cannot use the manager kubeconfig: {e}", file=sys.stderr)
             return 2
         async with api:
+            await preflight(api, args.role)
             source = None
             if config is None:  # from the ConfigMap, which is then watched: valid changes apply without a restart
                 source = ConfigSource(args.config_namespace, args.config_name, args.config_key)
@@ -302,6 +312,8 @@ def _run(args: argparse.Namespace) -> int:
                 except ConfigError as e:
                     print(f"multikueue: {e}", file=sys.stderr)
                     return 2
+                except k8s_client.ApiException as e:
+                    raise StartupError(f"cannot read the configuration {source}: {describe(e)}") from None
             manager = Manager(api, config, http_address=http_address, config_source=source, role=args.role)
             if not args.leader_elect:
                 await _until_signalled(manager.run)
@@ -320,7 +332,23 @@ def _run(args: argparse.Namespace) -> int:
             print("multikueue: leader lease lost; exiting so another replica takes over", file=sys.stderr)
             return 1
 
-    return anyio.run(main)
+    try:
+        return anyio.run(main)
+    except (StartupError, BaseExceptionGroup) as e:
+        problem = _startup_failure(e)
+        if problem is None:
+            raise
+        print(f"multikueue: {problem}", file=sys.stderr)
+        return 2
+
+
+def _startup_failure(error: BaseException) -> str | None:
+    """The one line to print for a failure at start (task groups wrap it in exception groups), if it is one."""
+    from multikueue.manager import StartupError
+
+    if isinstance(error, BaseExceptionGroup):
+        return next((found for e in error.exceptions if (found := _startup_failure(e)) is not None), None)
+    return str(error) if isinstance(error, StartupError) else None
 
 
 def _at_least_one(text: str) -> int:

@@ -45,3 +45,20 @@ RESOURCE_IN_USE_FINALIZER = "kueue.x-k8s.io/resource-in-use"
 HELD_ANNOTATION = "multikueue.x-k8s.io/suspended-for-queue"
 """On a job: this controller (or its webhook) suspended it to wait for admission, so admission may release it.
 A suspension without it is the user's own, and is never undone here (tekton-kueue#540)."""
+
+PLACEMENT_RECORD = "multikueue.x-k8s.io/placement"
+"""On a direct-mode manager object whose kind cannot hold the ``MultiKueuePlacement`` condition (its status schema
+has no ``conditions``, so the API server prunes it): the condition as JSON, where ``explain`` finds it."""
+
+WORKER_IDENTITY_ANNOTATION = "multikueue.x-k8s.io/worker-identity"
+"""On a MultiKueueCluster: the UID of the worker's ``kube-system`` namespace this controller first connected to. A
+kubeconfig that later leads to another cluster is refused while it differs."""
+
+MANAGER_ONLY_ANNOTATIONS = (
+    "kubectl.kubernetes.io/last-applied-configuration",  # holds the manager's whole object, managedBy included
+    PLACEMENT_WORKER,
+    PLACEMENT_PHASE,
+    PLACEMENT_AVOID,
+    PLACEMENT_RECORD,
+)
+"""Annotations that describe the manager object, never its worker copy."""

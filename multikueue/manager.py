@@ -7,6 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+import aiohttp
 import anyio
 import anyio.abc
 import structlog
@@ -17,7 +18,7 @@ from kubernetes_asyncio.leaderelection.leaderelection import LeaderElection
 from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
 from multikueue.clusters.admissioncheck import AdmissionCheckReconciler
-from multikueue.clusters.connections import KindUnavailable, discover_later, discover_resource
+from multikueue.clusters.connections import discover_later
 from multikueue.clusters.reconciler import ClusterReconciler
 from multikueue.config import ConfigError, Configuration, GroupVersionKind, parse_configuration
 from multikueue.dispatch.direct import DirectKey, DirectReconciler
@@ -26,6 +27,8 @@ from multikueue.integration.reconciler import IntegrationController
 from multikueue.integration.webhook import WebhookServer
 from multikueue.kube import events
 from multikueue.kube.client import ApiClient
+from multikueue.kube.discovery import KindMisspelt, KindUnavailable, discover_resource
+from multikueue.kube.errors import describe
 from multikueue.kube.listwatch import ApiListSource
 from multikueue.kube.resources import (
     ADMISSION_CHECKS,
@@ -84,6 +87,37 @@ class LeaderElectionSettings:
     retry_period: float = 2.0
 
 
+class StartupError(Exception):
+    """The process cannot start as configured: one line naming what and why, no traceback."""
+
+
+async def check_kinds(api: ApiClient, config: Configuration) -> None:
+    """Refuse a configured kind the cluster serves under another spelling (kinds are case-sensitive): left alone,
+    it would be looked for forever and never dispatched. A kind not served at all is fine: its CRD may come later."""
+    for gvk in config.multi_kueue.gvks:
+        try:
+            await discover_resource(api, gvk)
+        except KindMisspelt as e:
+            raise StartupError(f"multiKueue.externalFrameworks: {e}") from None
+        except (KindUnavailable, k8s_client.ApiException):
+            continue
+
+
+async def preflight(api: ApiClient, role: str) -> None:
+    """Fail at start, in one line, when the API server cannot be reached or this identity may not read what the
+    controller needs; the informers would otherwise retry forever with warnings nobody reads."""
+    what = "GET /version"
+    try:
+        await k8s_client.VersionApi(api).get_code()
+        if role == "manager":
+            what = "list Workloads"
+            await Objects(api, WORKLOADS).source().list(limit=1, continue_token=None)
+    except k8s_client.ApiException as e:
+        raise StartupError(f"the manager cluster refused {what}: {describe(e)}") from None
+    except (aiohttp.ClientError, TimeoutError, OSError) as e:
+        raise StartupError(f"cannot reach the manager cluster ({what}): {describe(e)}") from None
+
+
 class Manager:
     def __init__(
         self,
@@ -102,6 +136,8 @@ class Manager:
         self.config = config
         self.config_source = config_source  # watched: a valid change restarts the controllers with it
         self._generation: anyio.CancelScope | None = None
+        self._last_good: Configuration | None = None  # the configuration the controllers last started with
+        self._config_map: Object | None = None  # the ConfigMap as last seen, for Events about a refused reload
         self.temp_dir = temp_dir
         self.metrics = Metrics()
         if isinstance(api, ApiClient) and api.on_request is None:
@@ -136,7 +172,9 @@ class Manager:
                     outer.start_soon(self._watch_config, outer)
                 while True:
                     with anyio.CancelScope() as self._generation:
-                        await self._run_controllers()
+                        if await self._kinds_valid():
+                            self._last_good = self.config
+                            await self._run_controllers()
                     log.info("configuration reloaded; controllers restarted", source=str(self.config_source))
         finally:
             with anyio.CancelScope(shield=True):
@@ -144,6 +182,30 @@ class Manager:
                     await webhook.stop()
                 if runner is not None:
                     await runner.cleanup()
+
+    async def _kinds_valid(self) -> bool:
+        """Check the configured kinds' spelling against discovery. At start a misspelt kind ends the process; on a
+        reload the change is refused as an invalid one is, and the last good configuration kept."""
+        if self.role != "manager":
+            return True
+        try:
+            await check_kinds(self.api, self.config)
+        except StartupError as e:
+            if self._last_good is None:
+                raise
+            self.config = self._last_good
+            await self._refuse_reload(str(e))
+        return True
+
+    async def _refuse_reload(self, problem: str) -> None:
+        self.metrics.config_reloads.labels("invalid").inc()
+        self.metrics.config_valid.set(0)
+        log.error("invalid configuration ignored; keeping the running one", error=problem)
+        if self._config_map is not None:
+            obj = {**self._config_map, "apiVersion": "v1", "kind": "ConfigMap"}
+            message = f"{problem} (the running configuration is kept)"
+            await events.record(self.api, obj, type_="Warning", reason="InvalidConfiguration", message=message,
+                                component=self.config.dispatcher.controller_name)  # fmt: skip
 
     async def _watch_config(self, task_group: anyio.abc.TaskGroup) -> None:
         source = self.config_source
@@ -155,6 +217,7 @@ class Manager:
             if kind == DELETED:
                 log.warning("configuration ConfigMap deleted; keeping the running configuration", source=str(source))
                 return
+            self._config_map = config_map
             data = config_map.get("data") or {}
             if data.get(source.key) == seen:
                 return
@@ -291,6 +354,9 @@ class Manager:
         def on_cluster(kind: str, obj: Object) -> None:
             cluster_controller.enqueue(obj["metadata"]["name"])
             all_checks()
+            if self.direct_reconciler is not None:  # a worker's labels may now fit runs that wait for one
+                for gvk in self.direct_reconciler.waiting:
+                    self.direct_reconciler.wake(gvk)
 
         def on_secret(kind: str, obj: Object) -> None:
             if self.cluster_reconciler is not None:
@@ -344,7 +410,9 @@ class Manager:
                     manager_resources,  # others are discovered on first use
                     self.metrics,
                     owners=owners,
+                    enqueue=workload_controller.enqueue,
                 )
+                tg.start_soon(self.workload_reconciler.writes.run)
                 self.direct_reconciler = DirectReconciler(
                     config,
                     api,
@@ -394,7 +462,11 @@ class Manager:
         if self.http_address is None or self._runner is not None:
             return None
         ready = lambda: self.standby or self.started.is_set()  # noqa: E731 - a standby is ready by design
-        self._runner = await serve(http_app(self.metrics, ready), *self.http_address)
+        host, port = self.http_address
+        try:
+            self._runner = await serve(http_app(self.metrics, ready), host, port)
+        except OSError as e:
+            raise StartupError(f"cannot serve --http-address {host}:{port}: {e.strerror or e}") from None
         self.http_port = self._runner.addresses[0][1]
         log.info("serving /metrics, /healthz and /readyz", address=f"{self.http_address[0]}:{self.http_port}")
         return self._runner

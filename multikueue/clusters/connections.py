@@ -26,6 +26,8 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from multikueue.config import GroupVersionKind
 from multikueue.kube.client import DEFAULT_MAX_CONNECTIONS, ApiClient, api_client_from_kubeconfig, rate_limit
+from multikueue.kube.discovery import KindUnavailable, cluster_identity, discover_resource
+from multikueue.kube.errors import describe
 from multikueue.kube.listwatch import ApiListSource
 from multikueue.kube.resources import WORKLOADS, Objects, Resource
 from multikueue.labels import ORIGIN_LABEL, PREBUILT_WORKLOAD
@@ -46,25 +48,6 @@ def retry_after(failed_attempts: int) -> float:
 
 def fingerprint(kubeconfig: Object) -> str:
     return hashlib.sha256(json.dumps(kubeconfig, sort_keys=True).encode()).hexdigest()
-
-
-class KindUnavailable(Exception):
-    """The worker does not serve this kind (its CRD is missing)."""
-
-
-async def discover_resource(api: ApiClient, gvk: GroupVersionKind) -> Resource:
-    """Find the plural of ``gvk`` through discovery, as a RESTMapper would."""
-    missing = f'no matches for kind "{gvk.kind}" in version "{gvk.api_version}"'
-    try:
-        resources = await k8s_client.CustomObjectsApi(api).get_api_resources(gvk.group, gvk.version)
-    except ApiException as e:
-        if e.status == 404:
-            raise KindUnavailable(missing) from None
-        raise
-    for resource in resources.resources or []:
-        if resource.kind == gvk.kind and "/" not in resource.name:
-            return Resource(gvk.group, gvk.version, resource.name, gvk.kind, namespaced=bool(resource.namespaced))
-    raise KindUnavailable(missing)
 
 
 KIND_RETRY_SECONDS = 30.0
@@ -144,6 +127,7 @@ class WorkerConnection:
         self.unreachable_since: float | None = None  # the start of the first failed probe of an outage
         self.probe_error: str | None = None
         self.api: ApiClient | None = None
+        self.identity: str | None = None  # the worker's kube-system namespace UID, read on connect
         self.workloads: Informer | None = None
         self.objects: dict[GroupVersionKind, Informer] = {}
         self.resources: dict[GroupVersionKind, Resource] = {}
@@ -190,9 +174,7 @@ class WorkerConnection:
             self.last_error
             or self.probe_error
             or (
-                _describe(self.workloads.last_error)
-                if self.workloads and self.workloads.last_error
-                else "not connected"
+                describe(self.workloads.last_error) if self.workloads and self.workloads.last_error else "not connected"
             )
         )
         attempts = self.attempts if not self.started else (self.workloads.failures if self.workloads else 0)
@@ -218,11 +200,14 @@ class WorkerConnection:
             on_error=self.on_api_error,
             on_request=self.on_api_request,
         )
+        step = ""
         try:
             await k8s_client.VersionApi(api).get_code()
+            step = "cannot read the worker's identity (namespace kube-system): "
+            self.identity = await cluster_identity(api)
         except (ApiException, aiohttp.ClientError, TimeoutError, OSError) as e:
             await api.close()
-            self._attempt_failed(_describe(e))
+            self._attempt_failed(step + describe(e))
             raise ConnectionFailed(self.last_error) from None
         self.api = api
         self.workloads = Informer(
@@ -239,7 +224,7 @@ class WorkerConnection:
         with anyio.move_on_after(self.timeout):
             await workloads.synced.wait()
         if not workloads.synced.is_set():
-            error = _describe(workloads.last_error) if workloads.last_error else "Workloads not listed in time"
+            error = describe(workloads.last_error) if workloads.last_error else "Workloads not listed in time"
             await self.close()
             self._attempt_failed(error)
             raise ConnectionFailed(self.last_error)
@@ -282,12 +267,15 @@ class WorkerConnection:
             except TimeoutError:
                 error = f"health probe: no answer within {self.timeout:g}s"
             except (ApiException, aiohttp.ClientError, OSError) as e:
-                error = f"health probe: {_describe(e)}"
+                error = f"health probe: {describe(e)}"
             if (error is None) == (self.unreachable_since is None):
                 continue  # no change
             if error is None:
                 log.info("worker reachable again", cluster=self.name)
                 self.unreachable_since, self.probe_error = None, None
+                for informer in (self.workloads, *self.objects.values()):
+                    if informer is not None:
+                        informer.wake()  # not left in a backoff grown while the worker was away
             else:
                 log.warning("worker unreachable", cluster=self.name, error=error)
                 self.unreachable_since, self.probe_error = began, error
@@ -309,7 +297,7 @@ class WorkerConnection:
                 self.unserved.add(gvk)
                 continue
             except (ApiException, aiohttp.ClientError, TimeoutError, OSError) as e:
-                self.kind_errors[gvk] = _describe(e)
+                self.kind_errors[gvk] = describe(e)
                 continue
             self.kind_errors.pop(gvk, None)
             self.unserved.discard(gvk)
@@ -397,10 +385,3 @@ class WorkerConnection:
             recent.append(entry)
             if self.on_remote_event is not None:
                 self.on_remote_event(self.name, key)
-
-
-def _describe(error: BaseException) -> str:
-    if isinstance(error, ApiException):
-        return f"HTTP {error.status}: {error.reason}"
-    text = str(error)
-    return f"{type(error).__name__}: {text}" if text else type(error).__name__

@@ -26,6 +26,7 @@ from multikueue.clusters.kubeconfig import BAD_KUBECONFIG, KubeconfigRejected, v
 from multikueue.config import Configuration
 from multikueue.kube import conditions
 from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, Objects
+from multikueue.labels import WORKER_IDENTITY_ANNOTATION
 from multikueue.metrics import Metrics
 from multikueue.runtime.controller import Result
 from multikueue.runtime.informer import Informer, ObjectKey
@@ -72,6 +73,8 @@ class ClusterReconciler:
         self.temp_dir = temp_dir
         self.metrics = metrics
         self.connections: dict[str, WorkerConnection] = {}
+        # Kubeconfigs refused for leading to another cluster: (current, refused fingerprint, recorded identity) and why
+        self.refused: dict[str, tuple[tuple[str, str, str | None], tuple[str, str]]] = {}
 
     def clusters_using_secret(self, secret_name: str) -> list[str]:
         return [c["metadata"]["name"] for c in self.clusters.items() if kubeconfig_secret_name(c) == secret_name]
@@ -90,31 +93,18 @@ class ClusterReconciler:
 
         connection = self.connections.get(name)
         if connection is not None and connection.fingerprint != fingerprint(kubeconfig):
-            log.info("kubeconfig changed, reconnecting", cluster=name)
-            await self.drop(name)
-            connection = None
+            refused = await self._rotate(name, cluster, connection, kubeconfig)
+            if refused is not None:
+                await self._set_active(cluster, False, *refused)
+                current = self.connections[name]
+                if not current.started:  # the new kubeconfig's first attempt failed: retried on Kueue's schedule
+                    return Result(requeue_after=retry_after(current.attempts))
+                return Result()  # the next change of the Secret or the MultiKueueCluster looks again
+            connection = self.connections.get(name)
+            cluster = self.clusters.get(ObjectKey("", name)) or cluster
         if connection is None:
-            connection = WorkerConnection(
-                name,
-                kubeconfig,
-                origin=self.config.multi_kueue.origin,
-                gvks=self.config.multi_kueue.gvks,
-                timeout=self.config.dispatcher.worker_client.timeout,
-                probe_interval=self.config.dispatcher.worker_client.probe_interval,
-                qps=self.config.dispatcher.worker_client.qps,
-                burst=self.config.dispatcher.worker_client.burst,
-                max_connections=self.config.dispatcher.worker_client.max_connections,
-                on_state_change=lambda: self.on_connection_change(name),
-                on_remote_event=self.on_remote_event,
-                on_remote_object=self.on_remote_object,
-                on_api_error=self._api_error_counter(name),
-                on_api_request=self._api_request_counter(name),
-                temp_dir=self.temp_dir,
-                watch_warnings=any(self.config.adapter(g).worker_events for g in self.config.multi_kueue.gvks),
-                spec_synced=frozenset(g for g in self.config.multi_kueue.gvks if self.config.adapter(g).spec_sync),
-            )
+            connection = self._new_connection(name, kubeconfig)
             self.connections[name] = connection
-
         if not connection.started:
             if connection.next_attempt_at is not None and time.monotonic() < connection.next_attempt_at:
                 return Result(requeue_after=connection.next_attempt_at - time.monotonic())
@@ -123,6 +113,12 @@ class ClusterReconciler:
             except ConnectionFailed:
                 await self._set_active(cluster, False, "ClientConnectionFailed", connection.failure_message())
                 return Result(requeue_after=retry_after(connection.attempts))
+            refused = self._identity_problem(name, cluster, connection)
+            if refused is not None:
+                await connection.close()
+                await self._set_active(cluster, False, *refused)
+                return Result(requeue_after=retry_after(7))  # looked at again if the cause goes away
+            cluster = await self._record_identity(cluster, connection)
             self.on_connection_change(name)
 
         if not connection.connected:
@@ -141,6 +137,96 @@ class ClusterReconciler:
             message = f"Connected; unavailable kinds: {unavailable}"
         await self._set_active(cluster, True, "Active", message)
         return Result(requeue_after=KIND_RETRY_SECONDS if connection.kind_errors else None)
+
+    def _new_connection(self, name: str, kubeconfig: Object) -> WorkerConnection:
+        worker_client = self.config.dispatcher.worker_client
+        gvks = self.config.multi_kueue.gvks
+        return WorkerConnection(
+            name,
+            kubeconfig,
+            origin=self.config.multi_kueue.origin,
+            gvks=gvks,
+            timeout=worker_client.timeout,
+            probe_interval=worker_client.probe_interval,
+            qps=worker_client.qps,
+            burst=worker_client.burst,
+            max_connections=worker_client.max_connections,
+            on_state_change=lambda: self.on_connection_change(name),
+            on_remote_event=self.on_remote_event,
+            on_remote_object=self.on_remote_object,
+            on_api_error=self._api_error_counter(name),
+            on_api_request=self._api_request_counter(name),
+            temp_dir=self.temp_dir,
+            watch_warnings=any(self.config.adapter(g).worker_events for g in gvks),
+            spec_synced=frozenset(g for g in gvks if self.config.adapter(g).spec_sync),
+        )
+
+    async def _rotate(
+        self, name: str, cluster: Object, current: WorkerConnection, kubeconfig: Object
+    ) -> tuple[str, str] | None:
+        """A changed kubeconfig: followed only if it leads to the same cluster. One that leads elsewhere (a rotation
+        mistake) is refused, and the connection made with the previous one kept, so runs there stay reachable;
+        (reason, message) for the ``Active`` condition then."""
+        recorded = (cluster["metadata"].get("annotations") or {}).get(WORKER_IDENTITY_ANNOTATION)
+        seen = self.refused.get(name)
+        if seen is not None and seen[0] == (current.fingerprint, fingerprint(kubeconfig), recorded):
+            return seen[1]  # refused already; nothing changed since
+        log.info("kubeconfig changed, reconnecting", cluster=name)
+        candidate = self._new_connection(name, kubeconfig)
+        try:
+            await candidate.connect(self.task_group)
+        except ConnectionFailed:
+            await self.drop(name)  # the new kubeconfig is the configured one: its failure is what is reported
+            self.connections[name] = candidate
+            return "ClientConnectionFailed", candidate.failure_message()
+        refused = self._identity_problem(name, cluster, candidate, kept=True)
+        if refused is not None:
+            self.refused[name] = ((current.fingerprint, candidate.fingerprint, recorded), refused)
+            await candidate.close()
+            log.warning("kubeconfig refused", cluster=name, reason=refused[0], message=refused[1])
+            return refused
+        await self.drop(name)
+        self.connections[name] = candidate
+        await self._record_identity(cluster, candidate)  # the next pass reads the MultiKueueCluster afresh
+        self.on_connection_change(name)
+        return None
+
+    def _identity_problem(
+        self, name: str, cluster: Object, connection: WorkerConnection, *, kept: bool = False
+    ) -> tuple[str, str] | None:
+        """Why a connection must not be used: it leads to another cluster than the one this MultiKueueCluster was
+        connected to, or to the same cluster as another MultiKueueCluster (runs would be dispatched to one cluster
+        under two names)."""
+        identity = connection.identity
+        recorded = (cluster["metadata"].get("annotations") or {}).get(WORKER_IDENTITY_ANNOTATION)
+        secret = kubeconfig_secret_name(cluster)
+        if recorded and identity != recorded:
+            still = "the connection made with the previous kubeconfig is kept" if kept else "nothing is sent there"
+            return "ClusterIdentityChanged", (
+                f'the kubeconfig in Secret "{secret}" leads to another cluster (kube-system namespace UID {identity}, '
+                f"not {recorded}): refused, and {still}. If the worker was replaced on purpose, remove the annotation "
+                f"{WORKER_IDENTITY_ANNOTATION} from this MultiKueueCluster"
+            )
+        for other, connected in self.connections.items():
+            if other != name and connected.started and connected.identity == identity:
+                return "DuplicateCluster", (
+                    f'the kubeconfig in Secret "{secret}" leads to the cluster MultiKueueCluster "{other}" already '
+                    f"connects to (kube-system namespace UID {identity}): refused, so no run goes to one cluster "
+                    "under two names"
+                )
+        return None
+
+    async def _record_identity(self, cluster: Object, connection: WorkerConnection) -> Object:
+        """Write the worker's identity on its MultiKueueCluster the first time (it outlives this process); the
+        MultiKueueCluster as it now is."""
+        meta = cluster["metadata"]
+        if connection.identity is None or (meta.get("annotations") or {}).get(WORKER_IDENTITY_ANNOTATION):
+            return cluster
+        patch = {"metadata": {"annotations": {WORKER_IDENTITY_ANNOTATION: connection.identity},
+                              "resourceVersion": meta["resourceVersion"]}}  # fmt: skip
+        result = await self.manager.patch(meta["name"], patch)
+        self.clusters.store[ObjectKey("", meta["name"])] = result
+        return result
 
     def _api_error_counter(self, name: str) -> Any:
         if self.metrics is None:

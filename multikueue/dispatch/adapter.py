@@ -18,6 +18,7 @@ from multikueue import jsonpaths
 from multikueue.config import Adapter, GroupVersionKind, Predicate
 from multikueue.labels import (
     LABEL_VALUE_MAX,
+    MANAGER_ONLY_ANNOTATIONS,
     MANAGER_UID_ANNOTATION,
     ORIGIN_ANNOTATION,
     ORIGIN_LABEL,
@@ -70,8 +71,11 @@ class GenericAdapter:
                 body = jsonpaths.remove(body, predicate.path)
         for setting in create.set:
             body = jsonpaths.set_value(body, setting.path, setting.value)
+        kept = {
+            k: v for k, v in (body["metadata"].get("annotations") or {}).items() if k not in MANAGER_ONLY_ANNOTATIONS
+        }
         annotations = {
-            **(body["metadata"].get("annotations") or {}),
+            **kept,
             # Proof of authorship that survives a lost label: what the Adopt conflict policy checks.
             ORIGIN_ANNOTATION: origin,
             MANAGER_UID_ANNOTATION: meta.get("uid", ""),
@@ -95,6 +99,12 @@ class GenericAdapter:
             },
             "spec": body.get("spec") or {},
         }
+
+    def worker_copy(self, local: Object, *, origin: str, workload_name: str) -> Object:
+        """The copy as the dispatcher creates it in this kind's mode: in Kueue mode naming the prebuilt Workload
+        (``workload_name``), in Direct mode with no Workload at all. ``multikueue adapter check`` previews this."""
+        direct = self.options.mode == "Direct"
+        return self.build_remote(local, workload_name=None if direct else workload_name, origin=origin)
 
     def spec_patch(self, local: Object, remote: Object) -> Object | None:
         """The merge patch carrying ``specSync`` fields from the manager object to the worker copy, or ``None``."""
@@ -130,10 +140,14 @@ class GenericAdapter:
             and annotations.get(MANAGER_UID_ANNOTATION) == local["metadata"]["uid"]
         )
 
-    def status_patch(self, local: Object, remote: Object) -> Object | None:
-        """The merge patch that makes the manager's mapped status equal the worker's, or ``None`` if nothing to do."""
+    def status_patch(self, local: Object, remote: Object, pruned: frozenset[str] = frozenset()) -> Object | None:
+        """The merge patch that makes the manager's mapped status equal the worker's, or ``None`` if nothing to do.
+        ``pruned``: paths the manager's schema is known to drop (``pruned_paths``), left out of the comparison so a
+        field the manager cannot hold is not written again on every pass."""
         if "status" not in remote:
             return None
+        if pruned:
+            remote = without_paths(remote, pruned)
         mapping = self.options.status
         if tuple(mapping.paths) == (".status",) and not mapping.exclude:
             diff = merge_diff(local.get("status"), remote["status"])
@@ -182,3 +196,47 @@ def apply_merge_patch(target: Any, patch: Any) -> Any:
         else:
             result[key] = apply_merge_patch(result.get(key), value)
     return result
+
+
+def pruned_paths(sent: Any, kept: Any, prefix: str = "") -> list[str]:
+    """The fields of a merge patch ``sent`` that the object written back (``kept``) does not have: what the API
+    server pruned because its schema has no place for them. Dotted paths, ``[]`` for every item of a list."""
+    if isinstance(sent, dict):
+        if not isinstance(kept, dict):
+            return [prefix] if prefix else []
+        found: list[str] = []
+        for key, value in sent.items():
+            path = f"{prefix}.{key}" if prefix else key
+            if value is None:
+                continue  # a removal: nothing to keep
+            if key not in kept:
+                found.append(path)
+            else:
+                found.extend(pruned_paths(value, kept[key], path))
+        return found
+    if isinstance(sent, list) and isinstance(kept, list) and len(sent) == len(kept):
+        items = sorted({p for s, k in zip(sent, kept, strict=True) for p in pruned_paths(s, k, f"{prefix}[]")})
+        return items
+    return []
+
+
+def without_paths(obj: Object, paths: frozenset[str]) -> Object:
+    """A copy of ``obj`` without the fields at ``paths`` (as ``pruned_paths`` names them)."""
+    result = copy.deepcopy(obj)
+    for path in paths:
+        _drop(result, path.replace("[]", ".[]").split("."))
+    return result
+
+
+def _drop(value: Any, parts: list[str]) -> None:
+    if not parts:
+        return
+    head, rest = parts[0], parts[1:]
+    if head == "[]":
+        for item in value if isinstance(value, list) else []:
+            _drop(item, rest)
+    elif isinstance(value, dict) and head in value:
+        if rest:
+            _drop(value[head], rest)
+        else:
+            del value[head]

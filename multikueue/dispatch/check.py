@@ -16,6 +16,7 @@ import yaml
 from multikueue import jsonpaths
 from multikueue.config import Configuration, GroupVersionKind, Predicate
 from multikueue.dispatch.adapter import GenericAdapter, apply_merge_patch, holds
+from multikueue.integration.workloads import workload_name
 
 Object = dict[str, Any]
 
@@ -56,6 +57,22 @@ def _verdict(predicate: Predicate | None, obj: Object) -> str:
     return f"{'holds' if holds(predicate, obj) else 'does not hold'} ({predicate.path} = {found or 'nothing'})"
 
 
+def _not_configured(config: Configuration, gvk: GroupVersionKind, configured: dict[GroupVersionKind, str]) -> str:
+    """Why an object's kind is not dispatched, in the words of the mode it would have had."""
+    spelt = f"{gvk.kind}.{gvk.version}.{gvk.group}"
+    alike = next((g for g in configured if str(g).lower() == str(gvk).lower()), None)
+    if alike is not None:
+        return (
+            f'object: kind {spelt} is configured as "{configured[alike]}": kinds are case-sensitive, so the '
+            f"dispatcher would not take this object (write {spelt} in multiKueue.externalFrameworks)"
+        )
+    names = ", ".join(configured.values()) or "none"
+    return (
+        f"object: kind {spelt} is not in multiKueue.externalFrameworks ({names}); the dispatcher would not take it "
+        "(in Kueue mode its Workload is rejected: No multikueue adapter found; in Direct mode it is never placed)"
+    )
+
+
 def check(config: Configuration, local: Object, remote: Object | None = None) -> Report:
     """The report for ``local`` (the manager object) and, if given, ``remote`` (the worker's copy)."""
     report = Report()
@@ -67,11 +84,7 @@ def check(config: Configuration, local: Object, remote: Object | None = None) ->
         return report
     configured = {f.gvk: f.name for f in config.multi_kueue.external_frameworks}
     if gvk not in configured:
-        names = ", ".join(configured.values()) or "none"
-        report.problems.append(
-            f"object: kind {gvk.kind}.{gvk.version}.{gvk.group} is not in multiKueue.externalFrameworks ({names}); "
-            "the dispatcher would reject its Workload (No multikueue adapter found)"
-        )
+        report.problems.append(_not_configured(config, gvk, configured))
         return report
     meta = local["metadata"]
     for required in ("name", "namespace"):
@@ -82,17 +95,17 @@ def check(config: Configuration, local: Object, remote: Object | None = None) ->
     managed, reason = adapter.is_managed(local)
     report.add("managedBy", f"{options.managed_by_path}: {'accepted' if managed else 'refused: ' + reason}")
     if not managed:
-        report.problems.append(f"object: {reason}; its Workload would be Rejected and nothing sent to a worker")
+        outcome = "it would be left alone" if options.mode == "Direct" else "its Workload would be Rejected"
+        report.problems.append(f"object: {reason}; {outcome} and nothing sent to a worker")
     for path in options.create.remove:
         if not jsonpaths.find(local, path):
             report.problems.append(f"create.remove: {path} matches nothing in this object (a typo?)")
 
-    copy = adapter.build_remote(
-        {**local, "metadata": {**meta, "name": meta.get("name", "?"), "namespace": meta.get("namespace", "?")}},
-        workload_name=f"{gvk.kind.lower()}-{meta.get('name', '?')}",
-        origin=config.multi_kueue.origin,
-    )
-    report.add("worker copy (created on the admitting worker)", copy)
+    named = {**local, "metadata": {**meta, "name": meta.get("name", "?"), "namespace": meta.get("namespace", "?")}}
+    prebuilt = workload_name(named["metadata"]["name"], str(meta.get("uid") or ""), gvk)
+    copy = adapter.worker_copy(named, origin=config.multi_kueue.origin, workload_name=prebuilt)
+    where = "the placed worker (Direct mode)" if options.mode == "Direct" else "the admitting worker"
+    report.add(f"worker copy (created on {where})", copy)
     report.add("suspended (status sync waits while this holds)", _verdict(options.suspended, local))
 
     worker = remote if remote is not None else copy

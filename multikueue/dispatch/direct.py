@@ -30,12 +30,16 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from multikueue.clusters.connections import WorkerConnection
 from multikueue.config import Configuration, GroupVersionKind
 from multikueue.dispatch.adapter import GenericAdapter
+from multikueue.dispatch.mirror import PrunedFields, pruned_message
 from multikueue.dispatch.placement import WORKER_SELECTOR_ANNOTATION, WorkerView, decide
+from multikueue.dispatch.writes import WorkerWriteFailed
 from multikueue.kube import events
 from multikueue.kube.client import ApiClient
-from multikueue.kube.conditions import find, same_state, set_condition
+from multikueue.kube.conditions import Condition, find, same_state, set_condition
+from multikueue.kube.discovery import KindUnavailable, discover_resource
+from multikueue.kube.errors import REFUSALS, api_error
 from multikueue.kube.resources import Objects, Resource
-from multikueue.labels import ORIGIN_LABEL, PLACEMENT_AVOID, PLACEMENT_PHASE, PLACEMENT_WORKER
+from multikueue.labels import ORIGIN_LABEL, PLACEMENT_AVOID, PLACEMENT_PHASE, PLACEMENT_RECORD, PLACEMENT_WORKER
 from multikueue.metrics import Metrics
 from multikueue.runtime.controller import Result
 from multikueue.runtime.informer import DELETED, Informer, ObjectKey
@@ -49,6 +53,19 @@ PLACED, FINISHED, FAILED = "Placed", "Finished", "Failed"
 
 def notes_of(obj: Object) -> dict[str, str]:
     return dict(obj["metadata"].get("annotations") or {})
+
+
+def placement_record(obj: Object) -> Condition | None:
+    """The ``MultiKueuePlacement`` condition, or where the kind cannot hold conditions, its copy in the
+    ``multikueue.x-k8s.io/placement`` annotation."""
+    condition = find((obj.get("status") or {}).get("conditions"), CONDITION)
+    if condition is not None:
+        return condition
+    try:
+        recorded = json.loads(notes_of(obj).get(PLACEMENT_RECORD) or "null")
+    except ValueError:
+        return None
+    return recorded if isinstance(recorded, dict) else None
 
 
 def avoided(obj: Object) -> dict[str, str]:
@@ -89,6 +106,10 @@ class DirectReconciler:
         # in O(workers) instead of scanning every object of the kind (O(N): drain fell from 43/s to 25/s at 5,000).
         self._placed: dict[GroupVersionKind, dict[ObjectKey, str]] = {g: {} for g in direct}
         self._load: dict[GroupVersionKind, Counter[str]] = {g: Counter() for g in direct}
+        self.pruned = PrunedFields()
+        # Kinds whose status schema has no ``conditions`` (the API server drops the placement condition without an
+        # error): their placement record is kept in an annotation instead.
+        self.no_conditions: set[GroupVersionKind] = set()
 
     def observe(self, gvk: GroupVersionKind, kind: str, obj: Object) -> None:
         """Every event of the kind's informer (and this process's own writes): the load counts, and deletions."""
@@ -121,6 +142,7 @@ class DirectReconciler:
             if last is not None:
                 await self._remove_copies(gvk, okey, last)
             self.deleted.pop(key, None)
+            self.pruned.forget(gvk, okey)
             self.waiting[gvk].discard(okey)
             self.wake(gvk)
             return Result()
@@ -174,15 +196,21 @@ class DirectReconciler:
         informer = connection.objects.get(gvk)
         remote = informer.get(okey) if informer else None
         if remote is None:
-            body = adapter.build_remote(obj, workload_name=None, origin=self.origin)
+            body = adapter.worker_copy(obj, origin=self.origin, workload_name="")
             try:
                 await remote_api.create(body, okey.namespace)
             except ApiException as e:
-                if e.status in (400, 403, 422):  # the worker refuses this object: place it elsewhere
-                    return await self._move_away(gvk, obj, worker, f"refused it: HTTP {e.status}: {e.reason}")
+                # The worker refuses this object (invalid, forbidden, its namespace missing): place it elsewhere.
+                if e.status in REFUSALS:
+                    error = api_error(e)
+                    log.warning("worker refused the copy", cluster=worker, kind=gvk.kind, namespace=okey.namespace,
+                                name=okey.name, code=error.code, message=error.message)  # fmt: skip
+                    return await self._move_away(gvk, obj, worker, f"refused it: {error}")
                 if e.status != 409:
-                    raise
+                    raise WorkerWriteFailed(worker, "create", gvk.kind, okey.namespace, okey.name, e) from None
                 remote = await remote_api.get(okey.name, okey.namespace)
+            except (TimeoutError, OSError) as e:
+                raise WorkerWriteFailed(worker, "create", gvk.kind, okey.namespace, okey.name, e) from None
             else:
                 log.info("object created on worker", cluster=worker, kind=gvk.kind, object=str(okey))
                 if self.metrics is not None:
@@ -226,11 +254,16 @@ class DirectReconciler:
         theirs = [c for c in view["status"].get("conditions") or [] if c.get("type") != CONDITION]
         if ours or theirs:
             view["status"]["conditions"] = theirs + ours
-        patch = adapter.status_patch(obj, view)
+        patch = adapter.status_patch(obj, view, self.pruned.of(gvk))
         if patch is not None:
             _, resource = self.kinds[gvk]
             meta = obj["metadata"]
             obj = await Objects(self.api, resource).patch_status(meta["name"], patch, meta["namespace"])
+            lost = self.pruned.learn(gvk, ObjectKey.of(obj), patch, obj)
+            if lost:
+                worker = notes_of(obj).get(PLACEMENT_WORKER) or ""
+                await self._event(gvk, obj, "Warning", "StatusFieldsPruned",
+                                  pruned_message(gvk.kind, ObjectKey.of(obj), worker, lost))  # fmt: skip
         return True, obj
 
     async def _worker_unavailable(
@@ -261,8 +294,10 @@ class DirectReconciler:
         obj = await self._annotate(
             gvk, obj, {PLACEMENT_WORKER: None, PLACEMENT_PHASE: None, PLACEMENT_AVOID: json.dumps(avoid)}
         )
-        message = f"worker {worker} {why}; placing it again elsewhere"
-        log.warning("object moved away from worker", kind=gvk.kind, object=str(ObjectKey.of(obj)), worker=worker)
+        okey = ObjectKey.of(obj)
+        message = f"worker {worker} {why}; placing {gvk.kind} {okey} again elsewhere"
+        log.warning("object moved away from worker", cluster=worker, kind=gvk.kind, namespace=okey.namespace,
+                    name=okey.name, why=why)  # fmt: skip
         await self._tell(gvk, obj, "False", "Redispatching", message, event_type="Warning")
         if self.metrics is not None:
             self.metrics.objects_redispatched.labels(gvk.kind, worker).inc()
@@ -337,26 +372,43 @@ class DirectReconciler:
     async def _tell(
         self, gvk: GroupVersionKind, obj: Object, status: str, reason: str, message: str, *, event_type: str = "Normal"
     ) -> None:
-        """The ``MultiKueuePlacement`` condition on the manager object and an Event, when either changed."""
-        current = (obj.get("status") or {}).get("conditions") or []
+        """The placement record on the manager object (the ``MultiKueuePlacement`` condition, or an annotation where
+        the kind cannot hold it) and an Event, only when the decision changed: a waiting object looked at again
+        says nothing new."""
         condition = {"type": CONDITION, "status": status, "reason": reason, "message": message[:32768]}
-        if same_state(find(current, CONDITION), condition):
+        recorded = placement_record(obj)
+        if same_state(recorded, condition):
             return
+        if gvk not in self.no_conditions:
+            obj = await self._record_condition(gvk, obj, condition)
+        if gvk in self.no_conditions:
+            stamped = set_condition([recorded] if recorded else [], condition)[0]
+            obj = await self._annotate(gvk, obj, {PLACEMENT_RECORD: json.dumps(stamped, sort_keys=True)})
+        await self._event(gvk, obj, event_type, reason, message)
+
+    async def _record_condition(self, gvk: GroupVersionKind, obj: Object, condition: Condition) -> Object:
+        """Write the condition; if the answer lacks it (pruned by the kind's schema), remember the kind."""
         informer, resource = self.kinds[gvk]
         meta = obj["metadata"]
+        current = (obj.get("status") or {}).get("conditions") or []
         patch = {"metadata": {"resourceVersion": meta["resourceVersion"]},
                  "status": {"conditions": set_condition(current, condition)}}  # fmt: skip
         updated = await Objects(self.api, resource).patch_status(meta["name"], patch, meta["namespace"])
         informer.remember(updated)
+        if not same_state(find((updated.get("status") or {}).get("conditions"), CONDITION), condition):
+            self.no_conditions.add(gvk)
+            log.warning("kind cannot hold conditions; its placement record is kept in an annotation",
+                        kind=str(gvk), annotation=PLACEMENT_RECORD)  # fmt: skip
+        return updated
+
+    async def _event(self, gvk: GroupVersionKind, obj: Object, type_: str, reason: str, message: str) -> None:
         target = {**obj, "apiVersion": gvk.api_version, "kind": gvk.kind}
-        await events.record(self.api, target, type_=event_type, reason=reason, message=message,
+        await events.record(self.api, target, type_=type_, reason=reason, message=message,
                             component=self.config.dispatcher.controller_name)  # fmt: skip
 
 
 async def explain(api: ApiClient, gvk: GroupVersionKind, namespace: str, name: str) -> tuple[str, bool]:
     """The placement record of one object, as ``multikueue explain`` prints it; (text, whether it was found)."""
-    from multikueue.clusters.connections import KindUnavailable, discover_resource
-
     try:
         resource = await discover_resource(api, gvk)
     except KindUnavailable as e:
@@ -371,7 +423,7 @@ async def explain(api: ApiClient, gvk: GroupVersionKind, namespace: str, name: s
     ]
     for worker, why in avoided(obj).items():
         lines.append(f"  avoided: {worker}: {why}")
-    condition = find((obj.get("status") or {}).get("conditions"), CONDITION)
+    condition = placement_record(obj)
     if condition is None:
         lines.append(f"  {CONDITION}: not set (not a direct-mode object, or not looked at yet)")
     else:

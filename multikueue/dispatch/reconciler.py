@@ -1,4 +1,4 @@
-"""The manager-Workload reconciler: Kueue's MultiKueue state machine (spec §2) for this controller's check.
+"""The manager-Workload reconciler: Kueue's MultiKueue state machine for this controller's check.
 
 Level-triggered: each pass reads the manager Workload (or its last state when deleted), the worker copies from
 the connections' caches, and takes the first step that applies, in Kueue's order. Remote objects without this
@@ -8,7 +8,7 @@ manager's origin label are never touched.
 from __future__ import annotations
 
 import datetime
-import json
+import functools
 import time
 from collections.abc import Callable
 from typing import Any
@@ -16,13 +16,17 @@ from typing import Any
 import structlog
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from multikueue.clusters.connections import KindUnavailable, WorkerConnection, discover_resource
+from multikueue.clusters.connections import WorkerConnection
 from multikueue.config import DISPATCHER_ALL_AT_ONCE, DISPATCHER_INCREMENTAL, Configuration, GroupVersionKind
 from multikueue.dispatch import workloads as wl
 from multikueue.dispatch.adapter import GenericAdapter
+from multikueue.dispatch.mirror import PrunedFields, pruned_message
+from multikueue.dispatch.writes import WorkerWriteFailed, WorkerWrites, Write
 from multikueue.kube import events
 from multikueue.kube.client import ApiClient
 from multikueue.kube.conditions import now_rfc3339, set_condition
+from multikueue.kube.discovery import KindUnavailable, discover_resource
+from multikueue.kube.errors import REFUSALS, api_error
 from multikueue.kube.resources import WORKLOADS, Objects, Resource
 from multikueue.labels import ORIGIN_LABEL, PREBUILT_WORKLOAD
 from multikueue.metrics import Metrics
@@ -34,6 +38,8 @@ Object = dict[str, Any]
 EVENT_REASON = "MultiKueue"
 MESSAGE_LIMIT = 32768
 NEWS_BURST, NEWS_WINDOW = 5, 60.0  # worker news surfaced per run: at most 5 Events a minute
+DISPATCH_PROBLEM = "Cannot dispatch: "
+"""How a Pending check's message starts while a worker refuses (or does not answer) a write; cleared once none does."""
 
 
 class OwnershipConflict(Exception):
@@ -42,13 +48,6 @@ class OwnershipConflict(Exception):
 
 class StatusRejected(Exception):
     """The manager refused the worker's status (validation, admission webhook, RBAC)."""
-
-
-def _reason(error: ApiException) -> str:
-    try:
-        return str(json.loads(error.body or "{}").get("message") or error.reason)
-    except (TypeError, ValueError, AttributeError):
-        return str(error.reason)
 
 
 class WorkloadReconciler:
@@ -63,6 +62,7 @@ class WorkloadReconciler:
         manager_resources: dict[GroupVersionKind, Resource],
         metrics: Metrics | None = None,
         owners: dict[GroupVersionKind, Informer] | None = None,
+        enqueue: Callable[[ObjectKey], None] | None = None,
     ) -> None:
         self.config = config
         self.api = api
@@ -82,6 +82,9 @@ class WorkloadReconciler:
         self.surfaced: dict[ObjectKey, set[str]] = {}  # worker news already told, per Workload
         self.surfaced_at: dict[ObjectKey, list[float]] = {}  # when, for the rate limit
         self.workload_api = Objects(api, WORKLOADS)
+        # Writes to different workers run side by side; one that outlasts the pass finishes in the background.
+        self.writes = WorkerWrites(lambda key: enqueue(key) if enqueue is not None else None)  # type: ignore[arg-type]
+        self.pruned = PrunedFields()
         self.origin = config.multi_kueue.origin
         self.controller_name = config.dispatcher.controller_name
 
@@ -139,8 +142,7 @@ class WorkloadReconciler:
         remotes = {c: conn.workloads.get(key) for c, conn in connected.items() if conn.workloads is not None}
 
         if job is None:  # deleted
-            for cluster in connected:
-                await self._remove_remote(cluster, adapter, job_key, key)
+            await self._remove_everywhere(connected, adapter, job_key, key)
             self.deleted.pop(key, None)
             self.rounds.pop(key, None)
             self.deferred.discard(job_key)
@@ -174,8 +176,7 @@ class WorkloadReconciler:
         # 2. Finished or without quota: nothing should run on any worker.
         if wl.is_true(local, wl.FINISHED) or not wl.is_true(local, wl.QUOTA_RESERVED):
             self.rounds.pop(key, None)
-            for cluster in connected:
-                await self._remove_remote(cluster, adapter, job_key, key)
+            await self._remove_everywhere(connected, adapter, job_key, key)
             return Result(requeue_after=lost_timeout if unavailable else None)
 
         # 3. A worker finished it.
@@ -192,7 +193,13 @@ class WorkloadReconciler:
                 await self._set_check(local, check_name, wl.RETRY, message)
                 await self._event(local, "Warning", f'{message}, Previously: "{state.get("state")}"')
                 return Result()
-            await self._sync_job(cluster, connected[cluster], adapter, job, local)
+            remote_job, in_sync = await self._sync_job(cluster, connected[cluster], adapter, job, local, create=False)
+            if remote_job is not None and not in_sync:
+                # Over on the worker while the manager object is still held: its final status can only be mirrored
+                # once the hold ends, so nothing is finished or deleted before. Admission is what ends the hold.
+                if state.get("state") not in (wl.READY, wl.RETRY, wl.REJECTED):
+                    await self._set_admitted(local, check_name, state, cluster)
+                return Result()  # the owner's release brings this Workload back
             await self._finish(local, condition.get("reason", ""), condition.get("message", ""))
             return Result()
 
@@ -246,13 +253,20 @@ class WorkloadReconciler:
             return Result()
         if admitted is not None:
             winner, _ = admitted
-            for cluster in connected:
-                if cluster != winner and remotes.get(cluster) is not None:
-                    await self._remove_remote(cluster, adapter, job_key, key)
+            losers = [c for c in connected if c != winner and remotes.get(c) is not None]
+            removals = await self.writes.each(
+                key, {c: functools.partial(self._remove_remote, c, adapter, job_key, key) for c in losers}
+            )
             if wl.is_true(local, wl.EVICTED):
                 await self._deactivate_remote(connected[winner], present[winner], local)
+                _raise_first(removals)
                 return Result()
-            remote_job, in_sync = await self._sync_job(winner, connected[winner], adapter, job, local)
+            try:
+                remote_job, in_sync = await self._sync_job(winner, connected[winner], adapter, job, local)
+            except WorkerWriteFailed as e:
+                await self._report(local, check_name, adapter, job, {winner: e})
+                raise
+            _raise_first(removals)
             # The kind's own finished predicate (when configured) ends the run without a worker-side Kueue
             # integration; only once the final status is on the manager object, so nothing is lost.
             done = adapter.finished(remote_job) if remote_job is not None and in_sync else None
@@ -283,24 +297,17 @@ class WorkloadReconciler:
         else:  # an external dispatcher writes the nominations; this controller follows them
             nominated = list(status.get("nominatedClusterNames") or [])
         missing = [c for c in nominated if c not in connected]
+        writes: dict[str, Write] = {}
         for cluster, connection in connected.items():
             if cluster in nominated and remotes.get(cluster) is None:
-                assert connection.api is not None
-                try:
-                    await Objects(connection.api, WORKLOADS).create(
-                        wl.clone_for_create(local, self.origin), key.namespace
-                    )
-                except ApiException as e:
-                    if e.status != 409:  # already there: a previous pass created it
-                        raise
-                else:
-                    if self.metrics is not None:
-                        self.metrics.workloads_dispatched.labels(_cluster_queue(local), cluster).inc()
-                log.info("workload copied to worker", cluster=cluster, workload=str(key))
+                writes[cluster] = functools.partial(self._copy_workload, cluster, connection, local)
             elif cluster not in nominated and remotes.get(cluster) is not None:
                 if connection.serves(adapter.gvk) is None:
                     continue  # not known yet whether it serves the kind: an existing copy is kept, not judged
-                await self._remove_remote(cluster, adapter, job_key, key)
+                writes[cluster] = functools.partial(self._remove_remote, cluster, adapter, job_key, key)
+        failures = await self.writes.each(key, writes)
+        failures.update((c, e) for c, e in self.writes.take_failures(key).items() if c in nominated)
+        await self._report(local, check_name, adapter, job, failures)
         if missing:
             raise ConnectionError(f"cluster {missing[0]}: no remote client for nominated cluster")
         return Result(requeue_after=requeue)
@@ -356,6 +363,49 @@ class WorkloadReconciler:
         self.rounds[key] = now
         return nominated, round_length
 
+    async def _copy_workload(self, cluster: str, connection: WorkerConnection, local: Object) -> None:
+        """Create the Workload's copy on a worker (one already there from an earlier pass is fine)."""
+        assert connection.api is not None
+        key = ObjectKey.of(local)
+        try:
+            await Objects(connection.api, WORKLOADS).create(wl.clone_for_create(local, self.origin), key.namespace)
+        except ApiException as e:
+            if e.status != 409:  # 409: already there, a previous pass created it
+                raise WorkerWriteFailed(cluster, "create", "Workload", key.namespace, key.name, e) from None
+        except (TimeoutError, OSError) as e:
+            raise WorkerWriteFailed(cluster, "create", "Workload", key.namespace, key.name, e) from None
+        else:
+            if self.metrics is not None:
+                self.metrics.workloads_dispatched.labels(_cluster_queue(local), cluster).inc()
+        log.info("workload copied to worker", cluster=cluster, workload=str(key))
+
+    async def _remove_everywhere(
+        self, connected: dict[str, WorkerConnection], adapter: GenericAdapter, job_key: ObjectKey, key: ObjectKey
+    ) -> None:
+        """Remove the copies from every connected worker at once; a failure is retried (after all were tried)."""
+        writes = {c: functools.partial(self._remove_remote, c, adapter, job_key, key) for c in connected}
+        _raise_first(await self.writes.each(key, writes))
+
+    async def _report(
+        self, local: Object, check_name: str, adapter: GenericAdapter, job: Object, failures: dict[str, BaseException]
+    ) -> None:
+        """Failed writes to workers, where the user looks: the check's message (its state unchanged) and a Warning
+        Event on the Workload and on the object, when the message changes; then retried with backoff (raised). With
+        none, a message left from an earlier failure is cleared."""
+        state = wl.check_state(local, check_name) or {}
+        if not failures:
+            if str(state.get("message") or "").startswith(DISPATCH_PROBLEM):
+                await self._set_check_message(local, check_name, "")
+            return
+        told = [
+            str(e) if isinstance(e, WorkerWriteFailed) else f'worker "{c}": {e}' for c, e in sorted(failures.items())
+        ]
+        message = DISPATCH_PROBLEM + "; ".join(told)
+        if await self._set_check_message(local, check_name, message):
+            await self._event(local, "Warning", message)
+            await self._object_event(adapter, job, "Warning", message, reason="DispatchFailed")
+        _raise_first(failures)
+
     async def collect_garbage(self) -> None:
         """Delete worker objects of this origin whose manager Workload is gone or being deleted (Kueue's runGC),
         and, beyond Kueue, worker objects whose Workload copy is already gone too."""
@@ -403,11 +453,20 @@ class WorkloadReconciler:
         return None
 
     async def _sync_job(
-        self, cluster: str, connection: WorkerConnection, adapter: GenericAdapter, local_job: Object, local_wl: Object
+        self,
+        cluster: str,
+        connection: WorkerConnection,
+        adapter: GenericAdapter,
+        local_job: Object,
+        local_wl: Object,
+        *,
+        create: bool = True,
     ) -> tuple[Object | None, bool]:
-        """Create the object on the worker, or carry ``specSync`` fields to it and mirror its status back.
+        """Create the object on the worker (unless ``create`` is false), or carry ``specSync`` fields to it and
+        mirror its status back. A refusal or no answer raises ``WorkerWriteFailed``.
 
-        Returns the worker object seen (``None`` if just created) and whether the manager's status now matches it.
+        Returns the worker object seen (``None`` if just created, or absent) and whether the manager's status now
+        matches it.
         """
         job_key = ObjectKey.of(local_job)
         assert connection.api is not None
@@ -418,14 +477,22 @@ class WorkloadReconciler:
         remote_api = Objects(connection.api, resource)
         informer = connection.objects.get(adapter.gvk)
         remote = informer.get(job_key) if informer else None  # the cache holds this origin's objects only
+        if remote is None and not create:
+            return None, False
         if remote is None:
-            body = adapter.build_remote(local_job, workload_name=local_wl["metadata"]["name"], origin=self.origin)
+            body = adapter.worker_copy(local_job, origin=self.origin, workload_name=local_wl["metadata"]["name"])
             try:
                 await remote_api.create(body, job_key.namespace)
             except ApiException as e:
                 if e.status != 409:
-                    raise
+                    raise WorkerWriteFailed(
+                        cluster, "create", adapter.gvk.kind, job_key.namespace, job_key.name, e
+                    ) from None
                 remote = await remote_api.get(job_key.name, job_key.namespace)  # not cached yet, or not ours
+            except (TimeoutError, OSError) as e:
+                raise WorkerWriteFailed(
+                    cluster, "create", adapter.gvk.kind, job_key.namespace, job_key.name, e
+                ) from None
             else:
                 log.info("object created on worker", cluster=cluster, kind=adapter.gvk.kind, object=str(job_key))
                 if self.metrics is not None:
@@ -443,7 +510,7 @@ class WorkloadReconciler:
             await remote_api.patch(job_key.name, spec_patch, job_key.namespace)
             log.info("spec carried to worker", cluster=cluster, kind=adapter.gvk.kind, object=str(job_key),
                      patch=spec_patch)  # fmt: skip
-        patch = adapter.status_patch(local_job, remote)
+        patch = adapter.status_patch(local_job, remote, self.pruned.of(adapter.gvk))
         if adapter.suspended(local_job):
             if patch is not None and job_key not in self.deferred:  # said once per suspension, not per pass
                 self.deferred.add(job_key)
@@ -457,17 +524,23 @@ class WorkloadReconciler:
         manager_api = Objects(self.api, await self._manager_resource(adapter.gvk))
         if patch is not None:
             try:
-                await manager_api.patch_status(job_key.name, patch, job_key.namespace)
+                written = await manager_api.patch_status(job_key.name, patch, job_key.namespace)
             except ApiException as e:
-                if e.status not in (400, 403, 422):
+                if e.status not in REFUSALS:
                     raise
                 # Never dropped silently: reported on the Workload, and retried with backoff by raising.
                 message = (
                     f"status of {adapter.gvk.kind} {job_key} from worker {cluster} was rejected by the manager: "
-                    f"HTTP {e.status}: {_reason(e)}"
+                    f"{api_error(e)}"
                 )
                 await self._event(local_wl, "Warning", message)
                 raise StatusRejected(message) from None
+            lost = self.pruned.learn(adapter.gvk, job_key, patch, written)
+            if lost:
+                message = pruned_message(adapter.gvk.kind, job_key, cluster, lost)
+                log.warning("status fields pruned by the manager", cluster=cluster, kind=adapter.gvk.kind,
+                            namespace=job_key.namespace, name=job_key.name, fields=lost)  # fmt: skip
+                await self._object_event(adapter, local_job, "Warning", message, reason="StatusFieldsPruned")
             log.info("status mirrored from worker", cluster=cluster, kind=adapter.gvk.kind, object=str(job_key))
             seen = connection.observed.get((adapter.gvk.kind, job_key.namespace, job_key.name))
             if self.metrics is not None and seen is not None:
@@ -517,9 +590,15 @@ class WorkloadReconciler:
         informer = connection.objects.get(adapter.gvk)
         remote = informer.get(job_key) if informer else None
         if remote is not None and not remote["metadata"].get("deletionTimestamp"):
-            await Objects(connection.api, connection.resources[adapter.gvk]).delete(job_key.name, job_key.namespace)
+            try:
+                await Objects(connection.api, connection.resources[adapter.gvk]).delete(job_key.name, job_key.namespace)
+            except (ApiException, TimeoutError, OSError) as e:
+                raise WorkerWriteFailed(cluster, "delete", adapter.gvk.kind, job_key.namespace, job_key.name, e) from e
             log.info("object deleted on worker", cluster=cluster, kind=adapter.gvk.kind, object=str(job_key))
-        await self._remove_remote_workload(connection, key)
+        try:
+            await self._remove_remote_workload(connection, key)
+        except (ApiException, TimeoutError, OSError) as e:
+            raise WorkerWriteFailed(cluster, "delete", "Workload", key.namespace, key.name, e) from e
 
     async def _remove_remote_workload(self, connection: WorkerConnection, key: ObjectKey) -> None:
         """Delete this origin's Workload copy, first lifting the finalizer a worker Kueue would have added."""
@@ -568,6 +647,17 @@ class WorkloadReconciler:
             where = (local.get("status") or {}).get("clusterName") or ""
             self.metrics.objects_redispatched.labels(owner[0].kind if owner else "", where).inc()
         log.info("admission check updated", workload=str(ObjectKey.of(local)), state=new_state, message=full)
+
+    async def _set_check_message(self, local: Object, check_name: str, message: str) -> bool:
+        """Set this controller's check message, its state unchanged; whether it changed."""
+        current = wl.check_state(local, check_name) or {}
+        message = message[:MESSAGE_LIMIT]
+        if current.get("message", "") == message:
+            return False
+        entry = {**current, "name": check_name, "state": current.get("state", wl.PENDING), "message": message}
+        entry.setdefault("lastTransitionTime", now_rfc3339())
+        await self._patch_workload_status(local, {"admissionChecks": _with_check(local, entry)})
+        return True
 
     async def _set_admitted(self, local: Object, check_name: str, state: Object, cluster: str) -> None:
         status = local.get("status") or {}
@@ -661,3 +751,9 @@ def _seconds_since(timestamp: str | None) -> float | None:
     except ValueError:
         return None
     return max(0.0, (datetime.datetime.now(datetime.UTC) - then).total_seconds())
+
+
+def _raise_first(failures: dict[str, BaseException]) -> None:
+    """Retry the pass (with the key's backoff) if a write failed; every write was tried first."""
+    for _, error in sorted(failures.items()):
+        raise error

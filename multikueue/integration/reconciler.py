@@ -13,12 +13,13 @@ import anyio
 import structlog
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from multikueue.clusters.connections import KindUnavailable, discover_later, discover_resource
+from multikueue.clusters.connections import discover_later
 from multikueue.config import Configuration, GroupVersionKind
 from multikueue.integration import workloads
 from multikueue.integration.lifecycle import Decision, Step, decide, finished_status, released_status, suspend_patch
 from multikueue.kube import events
 from multikueue.kube.client import ApiClient
+from multikueue.kube.discovery import KindUnavailable, discover_resource
 from multikueue.kube.resources import KUEUE, WORKLOADS, Objects, Resource
 from multikueue.labels import PRIORITY_CLASS_LABEL, RESOURCE_IN_USE_FINALIZER
 from multikueue.runtime.controller import Controller, ControllerObserver, Result

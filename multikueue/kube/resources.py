@@ -27,6 +27,9 @@ class Resource:
     plural: str
     kind: str
     namespaced: bool = True
+    # Whether ``/status`` is a subresource (discovery tells). Without one (Argo's minimal Workflow CRD has
+    # ``subresources: {}``) status is written through the object itself, and ``PATCH .../status`` is a 404.
+    status_subresource: bool = True
 
     @property
     def api_version(self) -> str:
@@ -94,8 +97,9 @@ class Objects:
         return result
 
     async def patch_status(self, name: str, patch: Object, namespace: str | None = None) -> Object:
-        """A JSON merge patch on the ``/status`` subresource."""
-        method = self._method("patch", "_status")
+        """A JSON merge patch of the status: on the ``/status`` subresource, or on the object itself for a kind
+        that has none (where the object's endpoint keeps the status it is sent)."""
+        method = self._method("patch", "_status" if self.resource.status_subresource else "")
         result: Object = await method(*self._address(namespace), name, patch, _content_type=MERGE_PATCH)
         return result
 

@@ -16,6 +16,7 @@ from typing import Generic, Protocol, TypeVar
 import anyio
 import structlog
 
+from multikueue.kube.errors import describe
 from multikueue.runtime.workqueue import Backoff, ShutDown, WorkQueue
 
 K = TypeVar("K", bound=Hashable)
@@ -29,6 +30,13 @@ class Result:
 
 class TerminalError(Exception):
     """A failure that retrying cannot fix (it is logged, and should be surfaced as a condition)."""
+
+
+def log_fields(error: BaseException) -> dict[str, str]:
+    """What a failure says about where it happened (``cluster``, ``kind``, ``namespace``, ``name``...), for the log
+    line: an exception may carry them as ``log_fields``."""
+    fields = getattr(error, "log_fields", None)
+    return dict(fields) if isinstance(fields, dict) else {}
 
 
 Reconcile = Callable[[K], Awaitable[Result | None]]
@@ -80,6 +88,11 @@ class Controller(Generic[K]):
             finally:
                 self.queue.done(key)
 
+    def _failed(self) -> None:
+        self.errors += 1
+        if self.observe is not None:
+            self.observe.failed(self.name)
+
     async def _process(self, key: K) -> None:
         self.reconciles += 1
         if self.observe is not None:
@@ -90,14 +103,14 @@ class Controller(Generic[K]):
             try:
                 result = await self.reconcile(key) or Result()
             except TerminalError as e:
-                self.errors += 1
-                log.error("reconcile failed permanently", error=str(e))
+                self._failed()
+                log.error("reconcile failed permanently", error=describe(e), **log_fields(e))
                 self.queue.forget(key)
                 return
             except Exception as e:
-                self.errors += 1
+                self._failed()
                 delay = self.queue.add_rate_limited(key)
-                log.warning("reconcile failed, retrying", error=f"{type(e).__name__}: {e}", retry_in=round(delay, 2))
+                log.warning("reconcile failed, retrying", error=describe(e), retry_in=round(delay, 2), **log_fields(e))
                 return
             self.queue.forget(key)
             if result.requeue_after is not None:

@@ -23,6 +23,7 @@ import anyio
 import structlog
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from multikueue.kube.errors import describe
 from multikueue.runtime.workqueue import Backoff
 
 Object = dict[str, Any]
@@ -59,6 +60,25 @@ class ListWatchSource(Protocol):
 
 EventHandler = Callable[[str, Object], None]
 _RETRY = Backoff(base=0.5, factor=2, cap=30)
+BUSY_CODES = frozenset({429, 503})
+"""A server starting up or shedding load ("storage is (re)initializing"): it says when to come back."""
+BUSY_RETRY_MAX = 5.0
+
+
+def retry_delay(error: BaseException, failures: int, backoff: Backoff) -> float:
+    """How long to wait before the next list/watch attempt. A busy server (429/503) is asked again when its
+    ``Retry-After`` says (1 s if it says nothing, at most ``BUSY_RETRY_MAX``), not on the failure streak's growing
+    backoff: an API server that just came back answers 429 while its caches fill, and waiting 30 s then would
+    leave a returned worker unseen that long. Anything else backs off exponentially, jittered."""
+    if isinstance(error, ApiException) and error.status in BUSY_CODES:
+        headers: Any = getattr(error, "headers", None) or {}
+        header = headers.get("Retry-After")
+        try:
+            seconds = float(header) if header is not None else 1.0
+        except ValueError:
+            seconds = 1.0
+        return min(max(seconds, 0.1), BUSY_RETRY_MAX)
+    return backoff.delay(failures) * random.uniform(0.8, 1.2)
 
 
 class Informer:
@@ -90,6 +110,7 @@ class Informer:
         self.resource_version: str | None = None
         self.relists = 0
         self.failures = 0
+        self._wake = anyio.Event()
 
     def get(self, key: ObjectKey) -> Object | None:
         return self.store.get(key)
@@ -115,11 +136,24 @@ class Informer:
                 self._failed(e)
                 if e.status in (400, 403, 404):  # a broken request will not heal by resuming the watch
                     self.resource_version = None
-                await anyio.sleep(self._jittered(self.backoff.delay(failures)))
+                failures = await self._pause(retry_delay(e, failures, self.backoff), failures)
             except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as e:
                 failures += 1
                 self._failed(e)
-                await anyio.sleep(self._jittered(self.backoff.delay(failures)))
+                failures = await self._pause(retry_delay(e, failures, self.backoff), failures)
+
+    def wake(self) -> None:
+        """Try again now, from a fresh backoff: the owner knows the server is back (its health probe answered)."""
+        self._wake.set()
+
+    async def _pause(self, delay: float, failures: int) -> int:
+        """Wait ``delay`` or until woken; the failure streak to go on with (reset when woken)."""
+        with anyio.move_on_after(delay):
+            await self._wake.wait()
+        if self._wake.is_set():
+            self._wake = anyio.Event()
+            return 0
+        return failures
 
     # --------------------------------------------------------------------------------------- internals
 
@@ -216,15 +250,11 @@ class Informer:
         self.failures += 1
         if self.on_state is not None:
             self.on_state(False)
-        log.warning("list/watch failed", source=self.source.description, error=_describe(error))
+        log.warning("list/watch failed", source=self.source.description, error=describe(error))
 
     def _jittered_timeout(self) -> int:
         # Spread the reconnects of many watches over time, as client-go does (here 0.8x to 1x the timeout).
         return max(1, int(self.watch_timeout * random.uniform(0.8, 1.0)))
-
-    @staticmethod
-    def _jittered(delay: float) -> float:
-        return delay * random.uniform(0.8, 1.2)
 
 
 def _newer(a: Object, b: Object) -> bool:
@@ -251,9 +281,3 @@ def compact(value: Any) -> Any:
     if isinstance(value, str) and len(value) <= SHARED_STRING_MAX:
         return sys.intern(value)
     return value
-
-
-def _describe(error: BaseException) -> str:
-    if isinstance(error, ApiException):
-        return f"HTTP {error.status}: {error.reason}"
-    return f"{type(error).__name__}: {error}" if str(error) else type(error).__name__

@@ -83,6 +83,25 @@ class ModuleSource:
 KUEUE = ModuleSource(KUEUE_MODULE, KUEUE_VERSION)
 TEKTON = ModuleSource(TEKTON_MODULE, TEKTON_VERSION)
 
+# Kinds this project ships no code for, configured only through configuration lines in the tests (and in
+# docs/configuration.md's recipes): their real CRDs, from their Go modules.
+JOBSET = ModuleSource("sigs.k8s.io/jobset", "v0.10.1")
+KUBERAY = ModuleSource("github.com/ray-project/kuberay/ray-operator", "v1.4.2")
+ARGO_WORKFLOWS = ModuleSource("github.com/argoproj/argo-workflows/v3", "v3.7.4")
+FOREIGN_CRD_FILES = {
+    "JobSet": (JOBSET, "config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml"),
+    "RayJob": (KUBERAY, "config/crd/bases/ray.io_rayjobs.yaml"),
+    # Argo's default install: the minimal CRD (no schema, no /status subresource).
+    "Workflow": (ARGO_WORKFLOWS, "manifests/base/crds/minimal/argoproj.io_workflows.yaml"),
+}
+
+
+def foreign_crd(kind: str) -> dict[str, Any]:
+    """The upstream CRD of one of ``FOREIGN_CRD_FILES``' kinds, installable as the others are."""
+    source, path = FOREIGN_CRD_FILES[kind]
+    (crd,) = _load([source.directory() / path])
+    return prepare_crd(crd)
+
 
 def prepare_crd(crd: dict[str, Any]) -> dict[str, Any]:
     """Make an upstream CRD installable without its webhooks: no conversion stanza, storage version only."""
