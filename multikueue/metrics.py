@@ -83,6 +83,8 @@ class Metrics:
             ["result"],
             registry=r,
         )
+        for result in ("applied", "invalid"):  # both known up front: exported at 0, so alerts can rate() them
+            self.config_reloads.labels(result)
         self.config_valid = Gauge(
             "multikueue_config_last_reload_valid", "0 while the ConfigMap holds an invalid configuration.", registry=r
         )

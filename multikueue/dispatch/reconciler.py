@@ -170,6 +170,7 @@ class WorkloadReconciler:
         key, job_key = ObjectKey.of(local), ObjectKey.of(job)
         lost_timeout = self.config.multi_kueue.worker_lost_timeout
         present = {c: r for c, r in remotes.items() if r is not None}
+        late = self.writes.take_failures(key)  # writes of earlier passes that ended in the background
         if adapter.options.worker_events and not wl.is_true(local, wl.FINISHED):
             await self._surface_worker_news(local, adapter, job, connected, present)
 
@@ -306,7 +307,7 @@ class WorkloadReconciler:
                     continue  # not known yet whether it serves the kind: an existing copy is kept, not judged
                 writes[cluster] = functools.partial(self._remove_remote, cluster, adapter, job_key, key)
         failures = await self.writes.each(key, writes)
-        failures.update((c, e) for c, e in self.writes.take_failures(key).items() if c in nominated)
+        failures.update((c, e) for c, e in late.items() if c in nominated and remotes.get(c) is None)
         await self._report(local, check_name, adapter, job, failures)
         if missing:
             raise ConnectionError(f"cluster {missing[0]}: no remote client for nominated cluster")

@@ -19,7 +19,8 @@ class KindMisspelt(KindUnavailable):
     """The cluster serves the kind under another spelling: kinds are case-sensitive."""
 
     def __init__(self, gvk: GroupVersionKind, served: GroupVersionKind) -> None:
-        super().__init__(f'kind "{gvk}" is not served; kinds are case-sensitive: did you mean "{served}"?')
+        written, right = f"{gvk.kind}.{gvk.version}.{gvk.group}", f"{served.kind}.{served.version}.{served.group}"
+        super().__init__(f'kind "{written}" is not served; kinds are case-sensitive: did you mean "{right}"?')
         self.served = served
 
 

@@ -1,16 +1,21 @@
-"""``multikueue run`` as its own process: configuration errors stop start-up with the field named."""
+"""``multikueue run`` as its own process: every start-up failure (configuration, address, credentials, kinds) is
+one line naming what and why, with a non-zero exit."""
 
 from __future__ import annotations
 
+import copy
+import socket
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import yaml
 from kubernetes_asyncio import client as k8s_client
 
 from multikueue.kube.client import ApiClient
 from multikueue.testing import TestBed
+from tests.integration.controller import run_argv
 
 
 async def _config_map(api: ApiClient, namespace: str, text: str) -> None:
@@ -50,3 +55,58 @@ async def test_a_missing_configmap_or_key_is_named(testbed: TestBed, namespace: 
     assert result.returncode == 2
     assert f"ConfigMap {namespace}/multikueue-config key controller_manager_config.yaml" in result.stderr
     assert "cannot read the ConfigMap: HTTP 404" in result.stderr
+
+
+def _run_with(bed: TestBed, tmp_path: Path, config: str, *extra: str, kubeconfig: Any = None) -> Any:
+    argv = run_argv(bed, tmp_path, config, *extra)
+    if kubeconfig is not None:
+        (tmp_path / "manager.kubeconfig").write_text(yaml.safe_dump(kubeconfig))
+    return subprocess.run(argv, capture_output=True, text=True, timeout=60)
+
+
+def _one_line(result: Any) -> str:
+    """Start-up failures are one line on stderr, no traceback, exit 2."""
+    assert result.returncode == 2, (result.returncode, result.stderr)
+    assert "Traceback" not in result.stderr, result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.startswith("multikueue: ")]
+    assert len(lines) == 1, result.stderr
+    return str(lines[0])
+
+
+CONFIG = "multiKueue: {externalFrameworks: [{name: PipelineRun.v1.tekton.dev}]}\n"
+
+
+async def test_an_http_address_in_use_is_one_line(testbed: TestBed, tmp_path: Path) -> None:
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        result = _run_with(testbed, tmp_path, CONFIG, "--http-address", f"127.0.0.1:{port}")
+    line = _one_line(result)
+    assert line.startswith(f"multikueue: cannot serve --http-address 127.0.0.1:{port}: "), line
+    assert "in use" in line.lower(), line
+
+
+async def test_credentials_refused_or_a_server_not_answering_are_one_line(testbed: TestBed, tmp_path: Path) -> None:
+    kubeconfig = copy.deepcopy(testbed.cluster("manager").kubeconfig)
+    for user in kubeconfig["users"]:
+        user["user"] = {"token": "not-a-valid-token"}
+    line = _one_line(_run_with(testbed, tmp_path, CONFIG, kubeconfig=kubeconfig))
+    assert line == "multikueue: the manager cluster refused GET /version: HTTP 401 Unauthorized: Unauthorized", line
+
+    unreachable = copy.deepcopy(testbed.cluster("manager").kubeconfig)
+    for cluster in unreachable["clusters"]:
+        cluster["cluster"]["server"] = "https://127.0.0.1:1"
+    line = _one_line(_run_with(testbed, tmp_path, CONFIG, kubeconfig=unreachable))
+    assert line.startswith("multikueue: cannot reach the manager cluster (GET /version): "), line
+
+
+async def test_a_kind_spelt_in_another_case_stops_start_up_with_the_right_spelling(
+    testbed: TestBed, tmp_path: Path
+) -> None:
+    config = "multiKueue: {externalFrameworks: [{name: pipelinerun.v1.tekton.dev}]}\n"
+    line = _one_line(_run_with(testbed, tmp_path, config))
+    assert line == (
+        'multikueue: multiKueue.externalFrameworks: kind "pipelinerun.v1.tekton.dev" is not served; kinds are '
+        'case-sensitive: did you mean "PipelineRun.v1.tekton.dev"?'
+    ), line

@@ -324,3 +324,46 @@ async def test_a_configmap_change_applies_without_a_restart_and_a_bad_one_keeps_
             tg.cancel_scope.cancel()
     finally:
         await h.clusters.delete(h.name("worker1"))
+
+
+async def test_a_kubeconfig_that_leads_to_another_cluster_is_refused_and_the_connection_kept(
+    testbed: TestBed, harness: Any
+) -> None:
+    """A rotation mistake (worker2's kubeconfig put in worker1's Secret) is not followed: the MultiKueueCluster says
+    why, the connection to the real worker1 stays (its runs stay reachable), and fixing the Secret heals it."""
+    h = await harness()
+    await h.put_secret("w1", testbed.cluster("worker1").kubeconfig)
+    await h.add_cluster("worker1", "w1")
+    await h.active("worker1", status="True")
+    first = await h.clusters.get(h.name("worker1"))
+    assert first is not None
+    identity = first["metadata"]["annotations"]["multikueue.x-k8s.io/worker-identity"]
+    kube_system = await k8s_client.CoreV1Api(h.api).read_namespace("kube-system")  # the manager's own
+    assert identity != kube_system.metadata.uid
+
+    await h.put_secret("w1", testbed.cluster("worker2").kubeconfig)
+    refused = await h.active("worker1", status="False", reason="ClusterIdentityChanged")
+    assert f"(kube-system namespace UID {identity})" not in refused["message"]
+    assert (
+        f"not {identity}): refused, and the connection made with the previous kubeconfig is kept"
+        in (refused["message"])
+    )
+    assert h.manager is not None
+    assert h.manager.cluster_reconciler is not None
+    kept = h.manager.cluster_reconciler.connections[h.name("worker1")]
+    assert kept.identity == identity
+    assert kept.connected, "the connection to the real worker1 is kept"
+
+    await h.put_secret("w1", testbed.cluster("worker1").kubeconfig)
+    await h.active("worker1", status="True", reason="Active", message="Connected")
+
+
+async def test_two_multikueueclusters_for_one_worker_are_refused(testbed: TestBed, harness: Any) -> None:
+    h = await harness()
+    await h.put_secret("w1", testbed.cluster("worker1").kubeconfig)
+    await h.add_cluster("worker1", "w1")
+    await h.active("worker1", status="True")
+    await h.add_cluster("worker1-again", "w1")
+    refused = await h.active("worker1-again", status="False", reason="DuplicateCluster")
+    assert f'leads to the cluster MultiKueueCluster "{h.name("worker1")}" already connects to' in refused["message"]
+    await h.active("worker1", status="True", reason="Active")
