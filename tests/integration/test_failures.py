@@ -147,8 +147,9 @@ async def test_a_hung_worker_does_not_hold_up_a_run_admitted_on_a_healthy_one(sc
         wl_name = workload["metadata"]["name"]
         await s.wait(s.workloads("worker1"), wl_name, lambda w: w is not None, "copy on worker1", timeout=10)
         await kueue.admit(s.api["worker1"], wl_name, s.namespace)
-        # Well inside worker2's 15 s timeout: without side-by-side writes this waits for it.
-        await s.wait(s.runs("worker1"), "unhurried", lambda r: r is not None, "the run created on worker1", timeout=8)
+        # Well inside worker2's request timeouts (5 s to connect, 15 s in all): without side-by-side writes the pass
+        # that copied the Workload still waits for worker2, and the admission is looked at only after.
+        await s.wait(s.runs("worker1"), "unhurried", lambda r: r is not None, "the run created on worker1", timeout=4)
         await s.check_state(wl_name, state="Ready")
     finally:
         s.bed.resume_apiserver("worker2")
@@ -176,11 +177,13 @@ async def test_a_worker_back_after_a_long_loss_is_cleaned_up_within_seconds(scen
         await s.connected("worker2", False)
         await s.runs("manager").delete("stale", s.namespace)
         await s.workloads("manager").delete(wl_name, s.namespace)
-        await anyio.sleep(25)  # the outage itself (a fixed scene, not a synchronisation): the watches' backoff grows
+        # The outage itself (a scene, not a synchronisation): long enough for the watches' backoff to reach its
+        # 30 s cap, so without the wake-up they would resume some 20 s after the worker is back.
+        await anyio.sleep(35)
     finally:
         s.bed.start_apiserver("worker2")
-    await s.wait(s.runs("worker2"), "stale", lambda r: r is None, "stale copy removed", timeout=12)
-    await s.wait(s.workloads("worker2"), wl_name, lambda w: w is None, "stale Workload copy removed", timeout=12)
+    await s.wait(s.runs("worker2"), "stale", lambda r: r is None, "stale copy removed", timeout=10)
+    await s.wait(s.workloads("worker2"), wl_name, lambda w: w is None, "stale Workload copy removed", timeout=5)
 
 
 SKEWED_GROUP = "skew.jobset.x-k8s.io"
