@@ -321,6 +321,19 @@ async def test_a_configmap_change_applies_without_a_restart_and_a_bad_one_keeps_
             await core.patch_namespaced_config_map("mk", namespace, document())
             await eventually(message, until=lambda m: m == "Connected", timeout=60, what="back to one kind")
             assert manager.metrics.config_valid._value.get() == 1
+
+            # A kind the manager serves under another spelling is refused like an invalid change.
+            await core.patch_namespaced_config_map("mk", namespace, document("pipelinerun.v1.tekton.dev"))
+            events = await eventually(
+                lambda: core.list_namespaced_event(namespace, field_selector="involvedObject.name=mk"),
+                until=lambda e: any("case-sensitive" in (x.message or "") for x in e.items),
+                what="the misspelt kind refused",
+            )
+            refused = next(x for x in events.items if "case-sensitive" in (x.message or ""))
+            assert 'did you mean "PipelineRun.v1.tekton.dev"? (the running configuration is kept)' in refused.message
+            assert manager.metrics.config_valid._value.get() == 0
+            assert [str(g) for g in manager.config.multi_kueue.gvks] == ["tekton.dev/v1, Kind=PipelineRun"]
+            assert await message() == "Connected"
             tg.cancel_scope.cancel()
     finally:
         await h.clusters.delete(h.name("worker1"))
