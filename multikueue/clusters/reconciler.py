@@ -106,20 +106,10 @@ class ClusterReconciler:
             connection = self._new_connection(name, kubeconfig)
             self.connections[name] = connection
         if not connection.started:
-            if connection.next_attempt_at is not None and time.monotonic() < connection.next_attempt_at:
-                return Result(requeue_after=connection.next_attempt_at - time.monotonic())
-            try:
-                await connection.connect(self.task_group)
-            except ConnectionFailed:
-                await self._set_active(cluster, False, "ClientConnectionFailed", connection.failure_message())
-                return Result(requeue_after=retry_after(connection.attempts))
-            refused = self._identity_problem(name, cluster, connection)
-            if refused is not None:
-                await connection.close()
-                await self._set_active(cluster, False, *refused)
-                return Result(requeue_after=retry_after(7))  # looked at again if the cause goes away
-            cluster = await self._record_identity(cluster, connection)
-            self.on_connection_change(name)
+            started = await self._start(name, cluster, connection)
+            if isinstance(started, Result):
+                return started
+            cluster = started
 
         if not connection.connected:
             await self._set_active(cluster, False, "ClientConnectionFailed", connection.failure_message())
@@ -137,6 +127,25 @@ class ClusterReconciler:
             message = f"Connected; unavailable kinds: {unavailable}"
         await self._set_active(cluster, True, "Active", message)
         return Result(requeue_after=KIND_RETRY_SECONDS if connection.kind_errors else None)
+
+    async def _start(self, name: str, cluster: Object, connection: WorkerConnection) -> Object | Result:
+        """Connect (on Kueue's retry schedule) and check the worker's identity; the MultiKueueCluster as it now is,
+        or the ``Result`` to return when the connection cannot be used yet."""
+        if connection.next_attempt_at is not None and time.monotonic() < connection.next_attempt_at:
+            return Result(requeue_after=connection.next_attempt_at - time.monotonic())
+        try:
+            await connection.connect(self.task_group)
+        except ConnectionFailed:
+            await self._set_active(cluster, False, "ClientConnectionFailed", connection.failure_message())
+            return Result(requeue_after=retry_after(connection.attempts))
+        refused = self._identity_problem(name, cluster, connection)
+        if refused is not None:
+            await connection.close()
+            await self._set_active(cluster, False, *refused)
+            return Result(requeue_after=retry_after(7))  # looked at again if the cause goes away
+        cluster = await self._record_identity(cluster, connection)
+        self.on_connection_change(name)
+        return cluster
 
     def _new_connection(self, name: str, kubeconfig: Object) -> WorkerConnection:
         worker_client = self.config.dispatcher.worker_client
