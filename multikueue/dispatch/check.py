@@ -115,6 +115,14 @@ def check(config: Configuration, local: Object, remote: Object | None = None) ->
     if remote is None:
         report.add("status mapping", "give the worker object (--worker FILE) to see the status patch")
         return report
+    _status_sections(report, adapter, gvk, local, remote)
+    return report
+
+
+def _status_sections(
+    report: Report, adapter: GenericAdapter, gvk: GroupVersionKind, local: Object, remote: Object
+) -> None:
+    """What the worker object given would do to the manager's: the status patch and the run's end."""
     remote_gvk = _gvk_of(remote, "worker object", report)
     if remote_gvk is not None and remote_gvk != gvk:
         report.problems.append(f"worker object: kind {remote_gvk} differs from the manager object's {gvk}")
@@ -125,7 +133,7 @@ def check(config: Configuration, local: Object, remote: Object | None = None) ->
         report.add("status mapping (merge patch to the manager's /status)", patch or "already in sync")
         if patch:
             report.add("manager status after the patch", apply_merge_patch(local, patch).get("status"))
+    options = adapter.options
     report.add("finished (on the worker object)", _verdict(options.finished, remote))
     if options.failed is not None:
         report.add("failed (on the worker object)", _verdict(options.failed, remote))
-    return report

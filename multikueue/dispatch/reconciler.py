@@ -481,26 +481,8 @@ class WorkloadReconciler:
         if remote is None and not create:
             return None, False
         if remote is None:
-            body = adapter.worker_copy(local_job, origin=self.origin, workload_name=local_wl["metadata"]["name"])
-            try:
-                await remote_api.create(body, job_key.namespace)
-            except ApiException as e:
-                if e.status != 409:
-                    raise WorkerWriteFailed(
-                        cluster, "create", adapter.gvk.kind, job_key.namespace, job_key.name, e
-                    ) from None
-                remote = await remote_api.get(job_key.name, job_key.namespace)  # not cached yet, or not ours
-            except (TimeoutError, OSError) as e:
-                raise WorkerWriteFailed(
-                    cluster, "create", adapter.gvk.kind, job_key.namespace, job_key.name, e
-                ) from None
-            else:
-                log.info("object created on worker", cluster=cluster, kind=adapter.gvk.kind, object=str(job_key))
-                if self.metrics is not None:
-                    self.metrics.objects_dispatched.labels(adapter.gvk.kind, cluster).inc()
-                    reserved = wl.condition(local_wl, wl.QUOTA_RESERVED) or {}
-                    if since := _seconds_since(reserved.get("lastTransitionTime")):
-                        self.metrics.dispatch_latency.labels(adapter.gvk.kind, cluster).observe(since)
+            created, remote = await self._create_job(cluster, remote_api, adapter, local_job, local_wl)
+            if created:
                 return None, False
         if remote is None:
             return None, False  # created and deleted in between: the next pass sees the current state
@@ -522,31 +504,67 @@ class WorkloadReconciler:
                 await self._object_event(adapter, local_job, "Normal", message)
             return remote, False
         self.deferred.discard(job_key)
-        manager_api = Objects(self.api, await self._manager_resource(adapter.gvk))
         if patch is not None:
-            try:
-                written = await manager_api.patch_status(job_key.name, patch, job_key.namespace)
-            except ApiException as e:
-                if e.status not in REFUSALS:
-                    raise
-                # Never dropped silently: reported on the Workload, and retried with backoff by raising.
-                message = (
-                    f"status of {adapter.gvk.kind} {job_key} from worker {cluster} was rejected by the manager: "
-                    f"{api_error(e)}"
-                )
-                await self._event(local_wl, "Warning", message)
-                raise StatusRejected(message) from None
-            lost = self.pruned.learn(adapter.gvk, job_key, patch, written)
-            if lost:
-                message = pruned_message(adapter.gvk.kind, job_key, cluster, lost)
-                log.warning("status fields pruned by the manager", cluster=cluster, kind=adapter.gvk.kind,
-                            namespace=job_key.namespace, name=job_key.name, fields=lost)  # fmt: skip
-                await self._object_event(adapter, local_job, "Warning", message, reason="StatusFieldsPruned")
-            log.info("status mirrored from worker", cluster=cluster, kind=adapter.gvk.kind, object=str(job_key))
-            seen = connection.observed.get((adapter.gvk.kind, job_key.namespace, job_key.name))
-            if self.metrics is not None and seen is not None:
-                self.metrics.status_sync_lag.labels(adapter.gvk.kind, cluster).observe(time.monotonic() - seen)
+            await self._mirror_status(cluster, connection, adapter, local_job, local_wl, patch)
         return remote, True
+
+    async def _create_job(
+        self, cluster: str, remote_api: Objects, adapter: GenericAdapter, local_job: Object, local_wl: Object
+    ) -> tuple[bool, Object | None]:
+        """Create the object's copy on the worker: (created, the copy found instead when one was already there)."""
+        job_key = ObjectKey.of(local_job)
+        body = adapter.worker_copy(local_job, origin=self.origin, workload_name=local_wl["metadata"]["name"])
+        try:
+            await remote_api.create(body, job_key.namespace)
+        except ApiException as e:
+            if e.status != 409:
+                raise WorkerWriteFailed(cluster, "create", adapter.gvk.kind, *_named(job_key), e) from None
+            return False, await remote_api.get(job_key.name, job_key.namespace)  # not cached yet, or not ours
+        except (TimeoutError, OSError) as e:
+            raise WorkerWriteFailed(cluster, "create", adapter.gvk.kind, *_named(job_key), e) from None
+        log.info("object created on worker", cluster=cluster, kind=adapter.gvk.kind, object=str(job_key))
+        if self.metrics is not None:
+            self.metrics.objects_dispatched.labels(adapter.gvk.kind, cluster).inc()
+            reserved = wl.condition(local_wl, wl.QUOTA_RESERVED) or {}
+            if since := _seconds_since(reserved.get("lastTransitionTime")):
+                self.metrics.dispatch_latency.labels(adapter.gvk.kind, cluster).observe(since)
+        return True, None
+
+    async def _mirror_status(
+        self,
+        cluster: str,
+        connection: WorkerConnection,
+        adapter: GenericAdapter,
+        local_job: Object,
+        local_wl: Object,
+        patch: Object,
+    ) -> None:
+        """Write the worker's status on the manager object. A refusal is reported on the Workload and retried;
+        fields the manager's schema drops are told once."""
+        job_key = ObjectKey.of(local_job)
+        manager_api = Objects(self.api, await self._manager_resource(adapter.gvk))
+        try:
+            written = await manager_api.patch_status(job_key.name, patch, job_key.namespace)
+        except ApiException as e:
+            if e.status not in REFUSALS:
+                raise
+            # Never dropped silently: reported on the Workload, and retried with backoff by raising.
+            message = (
+                f"status of {adapter.gvk.kind} {job_key} from worker {cluster} was rejected by the manager: "
+                f"{api_error(e)}"
+            )
+            await self._event(local_wl, "Warning", message)
+            raise StatusRejected(message) from None
+        lost = self.pruned.learn(adapter.gvk, job_key, patch, written)
+        if lost:
+            log.warning("status fields pruned by the manager", cluster=cluster, kind=adapter.gvk.kind,
+                        namespace=job_key.namespace, name=job_key.name, fields=lost)  # fmt: skip
+            message = pruned_message(adapter.gvk.kind, job_key, cluster, lost)
+            await self._object_event(adapter, local_job, "Warning", message, reason="StatusFieldsPruned")
+        log.info("status mirrored from worker", cluster=cluster, kind=adapter.gvk.kind, object=str(job_key))
+        seen = connection.observed.get((adapter.gvk.kind, job_key.namespace, job_key.name))
+        if self.metrics is not None and seen is not None:
+            self.metrics.status_sync_lag.labels(adapter.gvk.kind, cluster).observe(time.monotonic() - seen)
 
     async def _resolve_conflict(
         self,
@@ -752,6 +770,10 @@ def _seconds_since(timestamp: str | None) -> float | None:
     except ValueError:
         return None
     return max(0.0, (datetime.datetime.now(datetime.UTC) - then).total_seconds())
+
+
+def _named(key: ObjectKey) -> tuple[str, str]:
+    return key.namespace, key.name
 
 
 def _raise_first(failures: dict[str, BaseException]) -> None:
