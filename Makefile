@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test bench bench-all lint typecheck pytest e2e interop e2e-images docker-engine binaries clean
+.PHONY: run test bench bench-all lint typecheck pytest e2e interop e2e-images docker-engine binaries clean kind-up kind-down
 
 run: $(VENV)/.installed binaries
 	$(BIN)/multikueue demo
@@ -63,6 +63,18 @@ e2e-images: $(VENV)/.installed binaries
 
 docker-engine:
 	e2e/docker-engine.sh
+
+# Three kind clusters on this machine with no registry (e2e/kind/README.md): the kind engine (its own socket and
+# data root), the node image and everything in it built from Debian's packages and Go modules (cached by version;
+# ~20 min cold), then mk-manager, mk-worker1, mk-worker2. The host's kernel settings are checked unchanged.
+KIND_DOCKER_HOST := unix:///run/multikueue-kind/docker.sock
+kind-up: $(VENV)/.installed binaries
+	e2e/kind/engine.sh start >/dev/null
+	DOCKER_HOST=$(KIND_DOCKER_HOST) $(BIN)/python -m e2e.kind.clusters up
+
+kind-down: $(VENV)/.installed
+	DOCKER_HOST=$(KIND_DOCKER_HOST) $(BIN)/python -m e2e.kind.clusters down
+	e2e/kind/engine.sh stop
 
 $(VENV)/.installed: pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 is required, found " + sys.version'

@@ -104,6 +104,8 @@ async def dispatching(request: pytest.FixtureRequest, clients: dict[str, ApiClie
         await _agreed_active(clients["manager"], names)
         yield integration
         await _agreed_active(clients["manager"], names)
+    # Cluster-scoped: left behind, the next test's controller would find two MultiKueueClusters per worker.
+    await kueue.multikueue_teardown(clients["manager"], names)
 
 
 async def _agreed_active(api: ApiClient, names: dict[str, str]) -> None:

@@ -135,6 +135,7 @@ class WorkerConnection:
         self.unserved: set[GroupVersionKind] = set()  # discovery said no (404): not a transient error
         self._kinds_checked = False  # `connected` waits for the first discovery: "no kinds yet" is not "no kinds"
         self._scope: anyio.CancelScope | None = None
+        self._stopped = anyio.Event()
         self._informers: TaskGroup | None = None
 
     # ------------------------------------------------------------------------------------------ state
@@ -247,13 +248,17 @@ class WorkerConnection:
 
     async def _run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Own this connection's informers in one task group, cancelled as a whole by ``close``."""
-        with anyio.CancelScope() as scope:
-            self._scope = scope
-            async with anyio.create_task_group() as informers:
-                self._informers = informers
-                task_status.started()
-                await anyio.sleep_forever()
-        self._informers = None
+        stopped = self._stopped = anyio.Event()
+        try:
+            with anyio.CancelScope() as scope:
+                self._scope = scope
+                async with anyio.create_task_group() as informers:
+                    self._informers = informers
+                    task_status.started()
+                    await anyio.sleep_forever()
+        finally:
+            self._informers = None
+            stopped.set()
 
     async def _probe(self, api: ApiClient) -> None:
         """GET /version every ``probe_interval``: an open but silent watch socket does not mean a live worker."""
@@ -316,6 +321,10 @@ class WorkerConnection:
         if self._scope is not None:
             self._scope.cancel()
             self._scope = None
+            # Every informer ends before the client closes: one started a moment ago and not yet run would
+            # otherwise meet a closed session, which is not a cancellation and would fail the whole manager.
+            with anyio.move_on_after(10, shield=True):
+                await self._stopped.wait()
         if self.api is not None:
             await self.api.close()
             self.api = None

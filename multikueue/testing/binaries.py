@@ -29,7 +29,9 @@ KUBERNETES_VERSION = "1.35.4"
 
 REQUIRED = ("kube-apiserver", "etcd")
 KUBERNETES_COMMANDS = ("kube-apiserver", "kubectl")
-OPTIONAL_KUBERNETES_COMMANDS = ("kube-controller-manager", "kube-scheduler")
+OPTIONAL_KUBERNETES_COMMANDS = ("kube-controller-manager", "kube-scheduler", "kubelet", "kubeadm", "kube-proxy")
+"""Built together when any of them is wanted (the interop profile's control plane, the kind node image), so one
+build serves both."""
 _BUILD_TAGS = "selinux,notest,grpcnotrace"
 
 Progress = Callable[[str], None]
@@ -131,7 +133,7 @@ def find_binaries(
         # Another process may have finished the build while this one waited for the lock.
         if _complete(target, (*wanted, "kubectl")) and (target.parent / "build.json").exists():
             return Binaries(target, "cache")
-        _build(go, version, target, [*KUBERNETES_COMMANDS, *extra], progress)
+        _build(go, version, target, [*KUBERNETES_COMMANDS, *(OPTIONAL_KUBERNETES_COMMANDS if extra else ())], progress)
     return Binaries(target, "built")
 
 

@@ -372,7 +372,9 @@ async def test_a_kubeconfig_that_leads_to_another_cluster_is_refused_and_the_con
 
 
 async def test_two_multikueueclusters_for_one_worker_are_refused(testbed: TestBed, harness: Any) -> None:
-    h = await harness()
+    # With a kind configured, a connection starts informers up to its last moment (the worker's Warning Events):
+    # refusing it at once must not fail the controller (it once met a closed session there).
+    h = await harness(extra="multiKueue: {externalFrameworks: [{name: PipelineRun.v1.tekton.dev}]}")
     await h.put_secret("w1", testbed.cluster("worker1").kubeconfig)
     await h.add_cluster("worker1", "w1")
     await h.active("worker1", status="True")
