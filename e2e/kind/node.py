@@ -49,6 +49,7 @@ PACKAGES = (
 )
 KUBERNETES_PROGRAMS = ("kube-controller-manager", "kube-scheduler", "kubelet", "kubeadm", "kube-proxy")
 HERE = Path(__file__).resolve().parent
+IMAGE_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"  # kube-proxy finds iptables in sbin
 GUARDED_SYSCTLS = {
     "vm/overcommit_memory": "1",
     "vm/panic_on_oom": "0",
@@ -335,6 +336,7 @@ def component_images(found: dict[str, Path], base: str) -> list[str]:
         f"registry.k8s.io/kube-proxy:{version}": (base, "kube-proxy", "/usr/local/bin/kube-proxy", ""),
         f"registry.k8s.io/coredns/coredns:{COREDNS_VERSION}": ("scratch", "coredns", "/coredns", ""),
     }  # fmt: skip
+    aliases = {"registry.k8s.io/pause:3.10": f"registry.k8s.io/pause:{PAUSE_TAG}"}  # containerd's default sandbox
     for tag, (source, program, path, extra) in recipes.items():
         if has_image(tag):
             continue
@@ -342,11 +344,12 @@ def component_images(found: dict[str, Path], base: str) -> list[str]:
             shutil.copyfile(found[program], Path(work) / program)
             (Path(work) / program).chmod(0o755)
             (Path(work) / "Dockerfile").write_text(
-                f"FROM {source}\nCOPY {program} {path}\nENV PATH=/usr/local/bin:/usr/bin:/bin\n{extra}\n"
-                f'ENTRYPOINT ["{path}"]\n'
+                f'FROM {source}\nCOPY {program} {path}\nENV PATH={IMAGE_PATH}\n{extra}\nENTRYPOINT ["{path}"]\n'
             )
             docker("build", "-q", "-t", tag, work, what=f"docker build {tag}")
-    return list(recipes)
+    for alias, tag in aliases.items():
+        docker("tag", tag, alias, what=f"docker tag {alias}")
+    return [*recipes, *aliases]
 
 
 def node_image() -> str:
@@ -359,9 +362,15 @@ def node_image() -> str:
     if not has_image(base):
         tarball = rootfs_tarball(found)
         say(f"docker import {tarball.name} as {base}")
-        docker("import", "--change", "ENV container=docker", "--change", "STOPSIGNAL SIGRTMIN+3",
-               "--change", 'ENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]', str(tarball), base,
-               what="docker import")  # fmt: skip
+        imported = f"{base}-imported"
+        docker("import", "--change", "ENV container=docker", str(tarball), imported, what="docker import")
+        # `docker import` takes no STOPSIGNAL: a one-line build adds it (systemd stops on SIGRTMIN+3) and the
+        # entrypoint kind's base image has.
+        with tempfile.TemporaryDirectory(prefix="multikueue-kind-base-") as work:
+            (Path(work) / "Dockerfile").write_text(
+                f'FROM {imported}\nSTOPSIGNAL SIGRTMIN+3\nENTRYPOINT ["/usr/local/bin/entrypoint", "/sbin/init"]\n'
+            )
+            docker("build", "-q", "-t", base, work, what="docker build the kind base")
     images = component_images(found, base)
     builder = f"multikueue-kind-node-build-{os.getpid()}"
     docker("run", "-d", "--name", builder, "--privileged", "--entrypoint", "sleep", base, "infinity", what="docker run")
