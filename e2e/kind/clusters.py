@@ -12,6 +12,7 @@ written to ``~/.cache/multikueue/kind/<cluster>.kubeconfig`` (the host's view, 1
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -72,6 +73,7 @@ def up() -> None:
             text = run([kind, "get", "kubeconfig", "--name", cluster, *(["--internal"] if internal else [])],
                        "kind get kubeconfig")  # fmt: skip
             kubeconfig(cluster, internal=internal).write_text(text)
+    allow_between_nodes()
     for cluster in CLUSTERS:
         kubectl(cluster, "wait", "--for=condition=Ready", "nodes", "--all", "--timeout=180s", what="nodes Ready")
         kubectl(cluster, "-n", "kube-system", "rollout", "status", "deployment/coredns", "--timeout=180s",
@@ -82,6 +84,27 @@ def up() -> None:
         changed = {k: f"{before[k]} -> {after[k]}" for k in before if before[k] != after[k]}
         raise NodeImageError(f"the host's kernel settings changed while the clusters started: {changed}")
     say(f"ready: {', '.join(CLUSTERS)}; kubeconfigs in {kind_cache()}; host kernel settings unchanged")
+
+
+def _forward_rule() -> list[str]:
+    """Traffic between the kind nodes crosses the host's bridge for the kind network; with br_netfilter loaded the
+    host's FORWARD chain sees it, and a DROP policy (dockerd sets one when it turns forwarding on) drops what a pod
+    sends to another cluster. The engine adds no rules of its own (``--iptables=false``), so this one does."""
+    network = run(["docker", "network", "inspect", "kind", "--format", "{{.Id}}"], "docker network inspect").strip()
+    bridge = f"br-{network[:12]}"
+    return ["FORWARD", "-i", bridge, "-o", bridge, "-j", "ACCEPT"]
+
+
+def allow_between_nodes() -> None:
+    rule = _forward_rule()
+    if subprocess.run(["iptables", "-C", *rule], capture_output=True, check=False).returncode != 0:
+        run(["iptables", "-I", *rule], "iptables: accept traffic between the kind nodes")
+
+
+def forget_between_nodes() -> None:
+    rule = _forward_rule()
+    while subprocess.run(["iptables", "-C", *rule], capture_output=True, check=False).returncode == 0:
+        run(["iptables", "-D", *rule], "iptables: remove the kind nodes' rule")
 
 
 def smoke(cluster: str) -> None:
@@ -95,6 +118,8 @@ def smoke(cluster: str) -> None:
 
 def down() -> None:
     kind = str(programs()["kind"])
+    if _has_kind_network():
+        forget_between_nodes()
     for cluster in CLUSTERS:
         run([kind, "delete", "cluster", "--name", cluster], f"kind delete cluster {cluster}", timeout=300)
         for internal in (False, True):
