@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test bench bench-all lint typecheck pytest e2e interop e2e-images docker-engine binaries clean kind-up kind-down
+.PHONY: run test bench bench-all lint typecheck pytest e2e interop e2e-images docker-engine binaries clean kind-up kind-down e2e-kind
 
 run: $(VENV)/.installed binaries
 	$(BIN)/multikueue demo
@@ -71,6 +71,13 @@ KIND_DOCKER_HOST := unix:///run/multikueue-kind/docker.sock
 kind-up: $(VENV)/.installed binaries
 	e2e/kind/engine.sh start >/dev/null
 	DOCKER_HOST=$(KIND_DOCKER_HOST) $(BIN)/python -m e2e.kind.clusters up
+
+# The kind e2e (e2e/README.md): the three clusters above with real Kueue on each and real Tekton on the workers, the
+# dispatcher deployed from config/manager, and the scenarios in e2e/kind/test_kind.py. Where no registry answers,
+# every image is built here and cached by version. MULTIKUEUE_E2E_KIND_KEEP=1 keeps the clusters afterwards.
+e2e-kind: $(VENV)/.installed binaries
+	@echo "==> e2e on kind: engine, node image, clusters, Kueue, Tekton, the deployment (built once, then cached)"
+	MULTIKUEUE_E2E_PROVIDER=kind $(BIN)/pytest e2e -s -o timeout=3600 --durations=10
 
 kind-down: $(VENV)/.installed
 	DOCKER_HOST=$(KIND_DOCKER_HOST) $(BIN)/python -m e2e.kind.clusters down

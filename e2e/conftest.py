@@ -3,6 +3,7 @@ Kubernetes API. The provider comes from ``$MULTIKUEUE_E2E_PROVIDER`` (``local``,
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
@@ -10,6 +11,14 @@ import pytest
 from e2e.providers import CLUSTERS, Environment, ProviderUnavailable, environment
 from e2e.wiring import wire
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
+
+# The kind scenarios need what only kind has (kubelets that run the step pods, node containers to pause) and
+# leave nothing to play: there, test_dispatch.py's scenarios (written for providers where the suite plays Kueue
+# and Tekton) give way to them.
+if os.environ.get("MULTIKUEUE_E2E_PROVIDER", "local") == "kind":
+    collect_ignore = ["test_dispatch.py", "interop"]
+else:
+    collect_ignore_glob = ["kind/test_*.py"]
 
 
 @pytest.fixture(scope="session")

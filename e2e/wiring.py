@@ -14,6 +14,7 @@ import anyio
 from e2e.providers import WORKERS, Environment
 from multikueue.kube.client import api_client_from_kubeconfig
 from multikueue.kube.resources import ADMISSION_CHECKS, MULTIKUEUE_CLUSTERS, Objects
+from multikueue.labels import WORKER_IDENTITY_ANNOTATION as IDENTITY
 from multikueue.testing.testbed import kubeconfig_document
 from multikueue.testing.waiting import eventually
 
@@ -35,6 +36,11 @@ def apply_manifests(env: Environment) -> None:
         kubectl(env, worker, "apply", "--server-side", "-k", str(ROOT / "config" / "worker"))
         kubectl(env, worker, "apply", "--server-side", "-f", str(ROOT / "examples" / "tekton" / "worker.yaml"))
     kubectl(env, "manager", "apply", "--server-side", "-k", str(ROOT / "config" / "manager"))
+    if env.dispatcher_config is not None:  # the ConfigMap's one key replaced, as a user edits it
+        configmap = kubectl(env, "manager", "-n", SYSTEM, "create", "configmap", "multikueue-config",
+                            f"--from-file=controller_manager_config.yaml={env.dispatcher_config}",
+                            "--dry-run=client", "-o", "yaml")  # fmt: skip
+        kubectl(env, "manager", "apply", "--server-side", "-f", "-", stdin=configmap)
     kubectl(env, "manager", "apply", "--server-side", "-f", str(ROOT / "examples" / "tekton" / "manager.yaml"))
 
 
@@ -70,14 +76,20 @@ def _active(obj: dict[str, Any] | None) -> bool:
     return any(c["type"] == "Active" and c["status"] == "True" for c in conditions)
 
 
+def _identified(obj: dict[str, Any] | None) -> bool:
+    return _active(obj) and bool(((obj or {}).get("metadata", {}).get("annotations") or {}).get(IDENTITY))
+
+
 async def wait_active(env: Environment, *workers: str, timeout: float = 120) -> None:
+    """Each worker Active, with the identity of the cluster it leads to recorded (the shipped RBAC allows both),
+    and the admission check Active."""
     async with await api_client_from_kubeconfig(env.kubeconfig("manager")) as api:
         for worker in workers:
             await eventually(
                 lambda w=worker: Objects(api, MULTIKUEUE_CLUSTERS).get(w),  # type: ignore[misc]
-                until=_active,
+                until=_identified,
                 timeout=timeout,
-                what=f"MultiKueueCluster {worker} Active\n{env.dispatcher_log()}",
+                what=f"MultiKueueCluster {worker} Active, its worker's identity recorded\n{env.dispatcher_log()}",
             )
         await eventually(
             lambda: Objects(api, ADMISSION_CHECKS).get(CHECK), until=_active, timeout=timeout, what=f"{CHECK} Active"

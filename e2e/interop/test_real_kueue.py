@@ -280,3 +280,63 @@ async def test_the_integration_makes_the_workload_tekton_kueue_makes(
         }  # fmt: skip
 
     assert normalised(ours, ours_run) == normalised(theirs, theirs_run)
+
+
+async def _nominate(api: ApiClient, wl: str, namespace: str, clusters: list[str]) -> None:
+    """What an external dispatcher does: the Workload's nominated workers."""
+    await Objects(api, WORKLOADS).patch_status(wl, {"status": {"nominatedClusterNames": clusters}}, namespace)
+
+
+async def _hold(api: ApiClient, namespace: str, policy: str | None) -> None:
+    """A ClusterQueue on hold admits nothing new (Kueue's ``stopPolicy: Hold``); ``None`` lets it admit again."""
+    await Objects(api, kueue.CLUSTER_QUEUES).patch(f"{namespace}-cq", {"spec": {"stopPolicy": policy}})
+
+
+async def test_a_winner_outside_the_recorded_nominations_is_nominated_before_its_cluster_name_is_set(
+    clients: dict[str, ApiClient], namespace: str, fleet: Fleet, tmp_path: Path
+) -> None:
+    """A replica that takes over nominates the workers it has connected so far, and a worker it has not connected
+    yet may admit the copy it already holds. Kueue's webhook takes a ``clusterName`` only from the nominations
+    already recorded, so the winner is nominated first (seen on kind: a leader Pod deleted mid-dispatch left runs
+    on a worker with their Workloads Pending, forever). Played here with an external dispatcher (the test writes
+    the nominations) and the dispatcher stopped while the nominations shrink and worker2 admits its copy."""
+    workers = ("worker1", "worker2")
+    names = await kueue.multikueue_setup(
+        clients["manager"], namespace=KUEUE_NAMESPACE, prefix=namespace, controller_name=CONTROLLER,
+        workers={w: fleet.bed.cluster(w).kubeconfig for w in workers},
+    )  # fmt: skip
+    try:
+        await _queues(clients["manager"], namespace, check=names["check"])
+        for worker in workers:
+            await _queues(clients[worker], namespace, check=None)
+            await _hold(clients[worker], namespace, "Hold")
+        document = yaml.safe_load(_config("tekton-kueue"))
+        document["multiKueue"]["dispatcherName"] = "example.com/external-dispatcher"
+        text = yaml.safe_dump(document)
+        async with _controller(clients["manager"], text, "manager", tmp_path / "first"):
+            await _agreed_active(clients["manager"], names)  # the check Active: the ClusterQueue admits
+            created, _ = await _submit(clients, namespace, "late-winner", "integration")
+            body = kueue.workload_for(created, queue=QUEUE)
+            wl = (await Objects(clients["manager"], WORKLOADS).create(body, namespace))["metadata"]["name"]
+            await eventually(lambda: _get(clients["manager"], WORKLOADS, wl, namespace),
+                             until=lambda w: _condition(w, "QuotaReserved").get("status") == "True", timeout=90,
+                             what="quota reserved by the manager's Kueue")  # fmt: skip
+            await _nominate(clients["manager"], wl, namespace, [names[w] for w in workers])
+            for worker in workers:
+                await eventually(lambda w=worker: _get(clients[w], WORKLOADS, wl, namespace), timeout=60,  # type: ignore[misc]
+                                 what=f"the copy on {worker}")  # fmt: skip
+        await _nominate(clients["manager"], wl, namespace, [names["worker1"]])
+        await _hold(clients["worker2"], namespace, None)
+        await eventually(lambda: _get(clients["worker2"], WORKLOADS, wl, namespace),
+                         until=lambda w: _condition(w, "Admitted").get("status") == "True", timeout=60,
+                         what="worker2's Kueue admitting its copy")  # fmt: skip
+        async with _controller(clients["manager"], text, "manager", tmp_path / "second"):
+            admitted = await eventually(
+                lambda: _get(clients["manager"], WORKLOADS, wl, namespace),
+                until=lambda w: (w.get("status") or {}).get("clusterName") == names["worker2"], timeout=60,
+                what="the manager Workload admitted on worker2, accepted by Kueue's webhook")  # fmt: skip
+        state = next(s for s in admitted["status"]["admissionChecks"] if s["name"] == names["check"])
+        assert (state["state"], state["message"]) == ("Ready", f'The workload was admitted on "{names["worker2"]}"')
+        assert not admitted["status"].get("nominatedClusterNames")
+    finally:
+        await kueue.multikueue_teardown(clients["manager"], names)

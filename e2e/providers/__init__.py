@@ -26,6 +26,8 @@ class Environment(ABC):
     name: str
     # Where no Kueue (or Tekton) controller runs, the suite writes the status they would (as the demo does).
     plays_kueue = True
+    # The dispatcher's configuration (a Configuration document) in place of config/manager's, where it needs more.
+    dispatcher_config: Path | None = None
 
     @abstractmethod
     def start(self) -> None:

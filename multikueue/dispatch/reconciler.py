@@ -685,6 +685,11 @@ class WorkloadReconciler:
             return
         if status.get("clusterName") not in (None, "", cluster):
             raise RuntimeError(f"clusterName is already {status['clusterName']!r}, cannot record {cluster!r}")
+        if not status.get("clusterName") and cluster not in (status.get("nominatedClusterNames") or []):
+            # Kueue's webhook takes a clusterName only from the nominations already recorded, and a winner can lie
+            # outside them (a replica that took over nominated before that worker was connected again): nominate
+            # the winner alone first, as Kueue does for a worker its component Workloads already run on.
+            local = await self._patch_workload_status(local, {"nominatedClusterNames": [cluster]})
         entry = {"name": check_name, "state": wl.READY, "message": message, "lastTransitionTime": now_rfc3339()}
         await self._patch_workload_status(
             local, {"admissionChecks": _with_check(local, entry), "clusterName": cluster, "nominatedClusterNames": None}
@@ -705,7 +710,7 @@ class WorkloadReconciler:
             where = (local.get("status") or {}).get("clusterName") or ""
             self.metrics.objects_finished.labels(owner[0].kind if owner else "", where, reason).inc()
 
-    async def _patch_workload_status(self, local: Object, status: Object) -> None:
+    async def _patch_workload_status(self, local: Object, status: Object) -> Object:
         """A merge patch on the manager Workload's ``/status``, guarded by its resourceVersion.
 
         Lists go whole (rebuilt from the object just read), so the precondition is what keeps another writer's
@@ -717,6 +722,7 @@ class WorkloadReconciler:
         patch = {"metadata": {"resourceVersion": meta["resourceVersion"]}, "status": status}
         updated = await self.workload_api.patch_status(meta["name"], patch, meta["namespace"])
         self.workloads.remember(updated)
+        return updated
 
     async def _object_event(
         self, adapter: GenericAdapter, job: Object, type_: str, message: str, *, reason: str = EVENT_REASON

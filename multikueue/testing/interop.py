@@ -225,10 +225,15 @@ def kwok_binary(progress: Progress = _quiet) -> Path:
 
 
 def tekton_binary(progress: Progress = _quiet) -> Path:
+    return tekton_program("controller", progress)
+
+
+def tekton_program(name: str, progress: Progress = _quiet) -> Path:
+    """One of Tekton Pipelines' programs (``cmd/<name>``: controller, entrypoint, nop, ...), built once."""
     version = crds.TEKTON_VERSION
-    target = cache_root() / "interop" / f"tekton-{version}" / "controller"
+    target = cache_root() / "interop" / f"tekton-{version}" / name
     module = "github.com/tektoncd/pipeline"
-    return _go_build("Tekton controller", module, f"{module}/cmd/controller", version, target, progress)
+    return _go_build(f"Tekton {name}", module, f"{module}/cmd/{name}", version, target, progress)
 
 
 def kwok_stages(complete_after_ms: int) -> str:

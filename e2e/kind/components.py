@@ -1,0 +1,191 @@
+"""What runs in the kind clusters besides kind's own, with no registry: images built here and loaded with
+``kind load``, and manifests rendered from the upstream Go modules at run time (never committed).
+
+- the dispatcher: the project's ``Dockerfile`` on a debootstrap'd Debian base, tagged as ``config/manager``'s
+  Deployment names it, so the manifests are applied unchanged;
+- Kueue: its manager built from its module into a ``FROM scratch`` image at ``/manager`` (the path its manifests
+  run), installed from its own ``config/default`` (internal certificates, webhooks, visibility API) with
+  ``externalFrameworks: [PipelineRun.v1.tekton.dev]``;
+- Tekton Pipelines (workers): ``controller``, ``entrypoint``, ``nop``, ``workingdirinit`` and
+  ``sidecarlogresults`` built from ``github.com/tektoncd/pipeline`` into images at ``/ko-app/<name>`` (where ``ko``
+  puts them and where the controller's pods expect them), and its ``config/`` without the admission webhook;
+- the step and shell image: the same Debian base (it has ``/bin/sh``).
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from e2e.images import BASE_IMAGE, ImageError, build_dispatcher_image
+from e2e.kind.node import NodeImageError, docker, has_image, programs, run, say
+from multikueue import __version__
+from multikueue.testing import crds
+from multikueue.testing.interop import ComponentUnavailable, kueue_binary, tekton_program
+
+NONROOT = "65532:65532"
+DEPLOYED_IMAGE = f"multikueue:{__version__}"  # what config/manager/deployment.yaml runs
+KUEUE_IMAGE = f"local/kueue:{crds.KUEUE_VERSION}"
+STEP_IMAGE = BASE_IMAGE
+TEKTON_PROGRAMS = ("controller", "entrypoint", "nop", "workingdirinit", "sidecarlogresults")
+TEKTON_NAMESPACE = "tekton-pipelines"
+KUEUE_NAMESPACE = "kueue-system"
+EXTERNAL_FRAMEWORK = "PipelineRun.v1.tekton.dev"
+
+
+def tekton_image(program: str) -> str:
+    return f"local/tekton-{program}:{crds.TEKTON_VERSION}"
+
+
+def _progress(message: str) -> None:
+    say(message)
+
+
+def _static_image(tag: str, binary: Path, path: str) -> None:
+    """A ``FROM scratch`` image holding one static program, run as the conventional non-root user."""
+    if has_image(tag):
+        return
+    with tempfile.TemporaryDirectory(prefix="multikueue-kind-image-") as work:
+        shutil.copyfile(binary, Path(work) / "program")
+        (Path(work) / "program").chmod(0o755)
+        (Path(work) / "Dockerfile").write_text(
+            f'FROM scratch\nCOPY program {path}\nUSER {NONROOT}\nENTRYPOINT ["{path}"]\n'
+        )
+        docker("build", "-q", "-t", tag, work, what=f"docker build {tag}")
+
+
+def build_images() -> dict[str, list[str]]:
+    """Every image the scenarios need, in the kind engine (``DOCKER_HOST``); returns them per cluster role."""
+    try:
+        _static_image(KUEUE_IMAGE, kueue_binary(_progress), "/manager")
+        for program in TEKTON_PROGRAMS:
+            _static_image(tekton_image(program), tekton_program(program, _progress), f"/ko-app/{program}")
+        import docker as docker_sdk
+
+        client = docker_sdk.from_env(timeout=600)
+        built = build_dispatcher_image(client)  # also imports the Debian base: the step image
+    except (ComponentUnavailable, ImageError) as e:
+        raise NodeImageError(str(e)) from None
+    docker("tag", built, DEPLOYED_IMAGE, what=f"docker tag {DEPLOYED_IMAGE}")
+    common = [KUEUE_IMAGE]
+    return {
+        "manager": [*common, DEPLOYED_IMAGE],
+        "worker": [*common, STEP_IMAGE, *(tekton_image(p) for p in TEKTON_PROGRAMS)],
+    }
+
+
+def load_images(cluster: str, images: list[str]) -> None:
+    kind = str(programs()["kind"])
+    run([kind, "load", "docker-image", "--name", cluster, *images], f"kind load docker-image into {cluster}",
+        timeout=900)  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------------------- Kueue
+
+
+def _kubectl_kustomize(directory: Path) -> list[dict[str, Any]]:
+    kubectl = str(programs()["kubectl"])
+    rendered = run([kubectl, "kustomize", str(directory)], f"kubectl kustomize {directory}")
+    return [doc for doc in yaml.safe_load_all(rendered) if doc]
+
+
+def kueue_manifests(*, multikueue: bool) -> list[dict[str, Any]]:
+    """Kueue's ``config/default`` from its module, running the image built here. ``multikueue=False`` turns Kueue's
+    own MultiKueue off (the manager: this dispatcher owns the MultiKueueClusters there, see docs/dispatch.md)."""
+    documents = _kubectl_kustomize(crds.KUEUE.directory() / "config" / "default")
+    for doc in documents:
+        if doc["kind"] == "ConfigMap" and doc["metadata"]["name"] == "kueue-manager-config":
+            configuration = yaml.safe_load(doc["data"]["controller_manager_config.yaml"])
+            configuration["integrations"] = {"frameworks": ["batch/job"], "externalFrameworks": [EXTERNAL_FRAMEWORK]}
+            doc["data"]["controller_manager_config.yaml"] = yaml.safe_dump(configuration)
+        if doc["kind"] == "Deployment" and doc["metadata"]["name"] == "kueue-controller-manager":
+            _kueue_container(doc, multikueue=multikueue)
+    return documents
+
+
+def _kueue_container(deployment: dict[str, Any], *, multikueue: bool) -> None:
+    for container in deployment["spec"]["template"]["spec"]["containers"]:
+        if container["name"] != "manager":
+            continue
+        container["image"] = KUEUE_IMAGE
+        container["imagePullPolicy"] = "IfNotPresent"  # loaded into the node; Always would pull
+        # Two cores carry three clusters: upstream's 500m request would not fit beside the control plane.
+        container["resources"] = {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}}
+        if not multikueue:
+            container["args"] = [*container.get("args", []), "--feature-gates=MultiKueue=false"]
+
+
+# ------------------------------------------------------------------------------------------------------ Tekton
+
+TEKTON_SKIPPED_FILES = ("500-webhooks.yaml", "webhook.yaml", "webhook-hpa.yaml", "events.yaml")
+TEKTON_SKIPPED_KINDS = ("MutatingWebhookConfiguration", "ValidatingWebhookConfiguration")
+
+
+def tekton_manifests(*, controller: bool) -> list[dict[str, Any]]:
+    """Tekton Pipelines' ``config/`` from its module: CRDs always; with ``controller`` also its namespace, RBAC,
+    ConfigMaps and the controller Deployment on the images built here. Its admission webhook is not installed (the
+    reconciler applies the defaults), nor the events controller or the resolvers."""
+    root = crds.TEKTON.directory() / "config"
+    documents = [doc for path in sorted(root.glob("300-crds/*.yaml")) for doc in _documents(path)]
+    if not controller:
+        return documents
+    paths = [root / "100-namespace" / "100-namespace.yaml", *sorted(root.glob("*.yaml"))]
+    for path in paths:
+        if path.name in TEKTON_SKIPPED_FILES:
+            continue
+        documents += [doc for doc in _documents(path) if doc["kind"] not in TEKTON_SKIPPED_KINDS]
+    for doc in documents:
+        if doc["kind"] == "Deployment":
+            _tekton_images(doc)
+    return documents
+
+
+def _documents(path: Path) -> list[dict[str, Any]]:
+    return [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+
+
+def _tekton_images(deployment: dict[str, Any]) -> None:
+    for container in deployment["spec"]["template"]["spec"]["containers"]:
+        container["image"] = _local_image(container["image"])
+        container["imagePullPolicy"] = "IfNotPresent"
+        container["resources"] = {"requests": {"cpu": "50m", "memory": "64Mi"}}
+        args = list(container.get("args") or [])
+        for i, arg in enumerate(args):
+            if i > 0 and args[i - 1] == "-shell-image":
+                args[i] = STEP_IMAGE
+            else:
+                args[i] = _local_image(arg)
+        container["args"] = args
+
+
+def _local_image(reference: str) -> str:
+    prefix = "ko://github.com/tektoncd/pipeline/cmd/"
+    return tekton_image(reference.removeprefix(prefix)) if reference.startswith(prefix) else reference
+
+
+def apply(kubeconfig: Path, documents: list[dict[str, Any]], what: str) -> None:
+    """``kubectl apply --server-side`` of rendered documents (CRDs are large: client-side apply cannot hold them)."""
+    kubectl = str(programs()["kubectl"])
+    argv = [kubectl, "--kubeconfig", str(kubeconfig), "apply", "--server-side", "--force-conflicts", "-f", "-"]
+    run(argv, what, stdin=yaml.safe_dump_all(documents).encode(), timeout=300)
+
+
+def wait_rollout(kubeconfig: Path, namespace: str, deployment: str, timeout: int = 300) -> None:
+    kubectl = str(programs()["kubectl"])
+    argv = [kubectl, "--kubeconfig", str(kubeconfig), "-n", namespace, "rollout", "status", f"deployment/{deployment}",
+            f"--timeout={timeout}s"]  # fmt: skip
+    run(argv, f"{deployment} rolled out", timeout=timeout + 30)
+
+
+def webhook_answers(kubeconfig: Path) -> bool:
+    """Kueue's webhooks admit a server-side dry run of a ResourceFlavor (they are ready, certificates included)."""
+    kubectl = str(programs()["kubectl"])
+    flavor = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "probe"}}
+    argv = [kubectl, "--kubeconfig", str(kubeconfig), "create", "--dry-run=server", "-f", "-"]
+    result = subprocess.run(argv, input=yaml.safe_dump(flavor), capture_output=True, text=True, check=False, timeout=60)
+    return result.returncode == 0

@@ -1,0 +1,287 @@
+"""Scenarios on real kind clusters (provider ``kind``): real kubelets run the step pods, real Kueue admits on all
+three clusters, real Tekton runs the PipelineRuns on the workers, and the dispatcher is the config/manager
+Deployment (two replicas sharing a Lease). Nothing here writes a status on anyone's behalf.
+
+The step image is the Debian base built here (no registry): the example's ``busybox`` cannot be pulled.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import anyio
+import pytest
+import yaml
+from kubernetes_asyncio import client as k8s_client
+
+from e2e.kind.components import STEP_IMAGE
+from e2e.providers import WORKERS, Environment
+from e2e.providers.kind import ROOT, KindEnvironment
+from e2e.wiring import CHECK, SYSTEM
+from multikueue.kube.client import ApiClient
+from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects, Resource
+from multikueue.testing import kueue
+from multikueue.testing.waiting import eventually
+
+PIPELINERUNS = Resource("tekton.dev", "v1", "pipelineruns", "PipelineRun")
+TASKRUNS = Resource("tekton.dev", "v1", "taskruns", "TaskRun")
+NAMESPACE, QUEUE = "team-a", "pipelines-queue"
+Object = dict[str, Any]
+
+
+@pytest.fixture
+def kind(env: Environment) -> KindEnvironment:
+    assert isinstance(env, KindEnvironment), "these scenarios run on the kind provider only"
+    return env
+
+
+def _example() -> Object:
+    example: Object = yaml.safe_load((ROOT / "examples" / "tekton" / "pipelinerun.yaml").read_text())
+    return example
+
+
+def _step(body: Object) -> Object:
+    step: Object = body["spec"]["pipelineSpec"]["tasks"][0]["taskSpec"]["steps"][0]
+    return step
+
+
+def _condition(obj: Object | None, kind: str) -> Object:
+    found = (c for c in ((obj or {}).get("status") or {}).get("conditions") or [] if c["type"] == kind)
+    return next(found, {})
+
+
+async def _submit(api: dict[str, ApiClient], name: str, script: str | None = None) -> tuple[Object, str]:
+    """The example PipelineRun (the step on the local image; another script if given) and the Workload
+    tekton-kueue would create for it, on the manager."""
+    body = _example()
+    body["metadata"]["name"] = name
+    _step(body)["image"] = STEP_IMAGE
+    if script is not None:
+        _step(body)["script"] = script
+    run = await Objects(api["manager"], PIPELINERUNS).create(body, NAMESPACE)
+    workload = await Objects(api["manager"], WORKLOADS).create(kueue.workload_for(run, queue=QUEUE), NAMESPACE)
+    return run, str(workload["metadata"]["name"])
+
+
+async def _placed(kind: KindEnvironment, api: dict[str, ApiClient], wl: str) -> str:
+    admitted = await eventually(
+        lambda: Objects(api["manager"], WORKLOADS).get(wl, NAMESPACE),
+        until=lambda w: bool(((w or {}).get("status") or {}).get("clusterName")),
+        timeout=180,
+        what=f"Workload {wl} admitted on a worker\n{kind.dispatcher_log()}",
+    )
+    assert admitted is not None
+    return str(admitted["status"]["clusterName"])
+
+
+async def _pods(kind: KindEnvironment, worker: str, run: str) -> list[Object]:
+    selector = f"tekton.dev/pipelineRun={run}"
+    argv = ("-n", NAMESPACE, "get", "pods", "-l", selector, "-o", "json")
+    listed = await anyio.to_thread.run_sync(lambda: kind.run_kubectl(worker, *argv))
+    items: list[Object] = json.loads(listed)["items"]
+    return items
+
+
+def _step_started(pods: list[Object]) -> bool:
+    for pod in pods:
+        for status in (pod.get("status") or {}).get("containerStatuses") or []:
+            if status["name"] == "step-echo" and ("running" in status["state"] or "terminated" in status["state"]):
+                return True
+    return False
+
+
+async def _finished(kind: KindEnvironment, api: dict[str, ApiClient], wl: str) -> Object:
+    finished = await eventually(
+        lambda: Objects(api["manager"], WORKLOADS).get(wl, NAMESPACE),
+        until=lambda w: _condition(w, "Finished").get("status") == "True",
+        timeout=240,
+        what=f"manager Workload {wl} Finished\n{kind.dispatcher_log()}",
+    )
+    assert finished is not None
+    return finished
+
+
+async def _nothing_left(kind: KindEnvironment, api: dict[str, ApiClient], wl: str, run: str) -> None:
+    for worker in WORKERS:
+        for resource, name in ((PIPELINERUNS, run), (WORKLOADS, wl)):
+            await eventually(
+                lambda r=resource, n=name, w=worker: Objects(api[w], r).get(n, NAMESPACE),  # type: ignore[misc]
+                until=lambda found: found is None,
+                timeout=120,
+                what=f"{resource.kind} {name} removed from {worker}\n{kind.dispatcher_log()}",
+            )
+        await eventually(
+            lambda w=worker: _pods(kind, w, run),  # type: ignore[misc]
+            until=lambda pods: pods == [],
+            timeout=120,
+            what=f"the pods of {run} gone from {worker}",
+        )
+
+
+async def test_the_example_runs_its_step_on_a_worker_and_finishes_on_the_manager(
+    kind: KindEnvironment, api: dict[str, ApiClient]
+) -> None:
+    run, wl = await _submit(api, "kind-hello")
+    winner = await _placed(kind, api, wl)
+    started = await eventually(
+        lambda: _pods(kind, winner, "kind-hello"),
+        until=_step_started,
+        timeout=180,
+        interval=0.2,
+        what=f"the step container of kind-hello started on {winner}",
+    )
+    pod = started[0]["metadata"]["name"]
+
+    async def step_log() -> str:
+        return await anyio.to_thread.run_sync(lambda: kind.run_kubectl(winner, "-n", NAMESPACE, "logs", pod,
+                                                                         "-c", "step-echo"))  # fmt: skip
+
+    printed = await eventually(step_log, timeout=60, interval=0.2, what=f"the step's output in {pod}'s log")
+    assert printed.strip() == "Hello from the manager"
+
+    finished = await _finished(kind, api, wl)
+    assert _condition(finished, "Finished").get("reason") == "Succeeded"
+    manager_run = await Objects(api["manager"], PIPELINERUNS).get("kind-hello", NAMESPACE)
+    assert manager_run is not None
+    assert manager_run["metadata"]["uid"] == run["metadata"]["uid"]
+    succeeded = _condition(manager_run, "Succeeded")
+    assert (succeeded.get("status"), succeeded.get("reason")) == ("True", "Succeeded"), manager_run["status"]
+    # The worker's Tekton wrote these: its TaskRun's name and the run's completion time, mirrored.
+    children = manager_run["status"].get("childReferences") or []
+    assert [c["kind"] for c in children] == ["TaskRun"]
+    assert children[0]["name"].startswith("kind-hello-echo")
+    assert manager_run["status"].get("completionTime")
+    await _nothing_left(kind, api, wl, "kind-hello")
+
+
+async def test_a_cancel_on_the_manager_stops_the_running_step_on_the_worker(
+    kind: KindEnvironment, api: dict[str, ApiClient]
+) -> None:
+    _, wl = await _submit(api, "kind-cancel", script="#!/bin/sh\necho started\nsleep 600\n")
+    winner = await _placed(kind, api, wl)
+    running = await eventually(
+        lambda: _pods(kind, winner, "kind-cancel"),
+        until=lambda pods: any((p.get("status") or {}).get("phase") == "Running" for p in pods),
+        timeout=180,
+        what=f"the step pod of kind-cancel Running on {winner}",
+    )
+    pod = running[0]["metadata"]["name"]
+    await Objects(api["manager"], PIPELINERUNS).patch("kind-cancel", {"spec": {"status": "Cancelled"}}, NAMESPACE)
+
+    await eventually(
+        lambda: _pods(kind, winner, "kind-cancel"),
+        until=lambda pods: all(p["metadata"]["name"] != pod or p["metadata"].get("deletionTimestamp") for p in pods),
+        timeout=120,
+        what=f"the running step pod {pod} stopped on {winner}\n{kind.dispatcher_log()}",
+    )
+    finished = await _finished(kind, api, wl)
+    assert _condition(finished, "Finished").get("reason") == "Failed"
+    manager_run = await Objects(api["manager"], PIPELINERUNS).get("kind-cancel", NAMESPACE)
+    succeeded = _condition(manager_run, "Succeeded")
+    assert (succeeded.get("status"), succeeded.get("reason")) == ("False", "Cancelled"), manager_run
+    await _nothing_left(kind, api, wl, "kind-cancel")
+
+
+async def test_a_worker_paused_and_resumed_keeps_its_run_which_then_finishes(
+    kind: KindEnvironment, api: dict[str, ApiClient]
+) -> None:
+    """Within ``workerLostTimeout`` (15 min, config/manager) a lost worker keeps its runs: nothing is sent
+    elsewhere, the check stays Ready, and the run carries on when the worker is back."""
+    _, wl = await _submit(api, "kind-paused", script="#!/bin/sh\necho started\nsleep 20\necho done\n")
+    winner = await _placed(kind, api, wl)
+    other = next(w for w in WORKERS if w != winner)
+    await eventually(
+        lambda: _pods(kind, winner, "kind-paused"),
+        until=_step_started,
+        timeout=180,
+        what=f"the step of kind-paused started on {winner}",
+    )
+    clusters = Objects(api["manager"], MULTIKUEUE_CLUSTERS)
+    kind.lose_worker(winner)
+    try:
+        lost = await eventually(
+            lambda: clusters.get(winner),
+            until=lambda c: _condition(c, "Active").get("status") == "False",
+            timeout=120,
+            what=f"{winner} Active=False while its node is paused\n{kind.dispatcher_log()}",
+        )
+        assert _condition(lost, "Active").get("reason") == "ClientConnectionFailed"
+        held = await Objects(api["manager"], WORKLOADS).get(wl, NAMESPACE)
+        assert held is not None
+        assert held["status"]["clusterName"] == winner
+        state = next(s for s in held["status"]["admissionChecks"] if s["name"] == CHECK)
+        assert state["state"] == "Ready"
+        assert await Objects(api[other], PIPELINERUNS).get("kind-paused", NAMESPACE) is None
+    finally:
+        kind.restore_worker(winner)
+    await eventually(
+        lambda: clusters.get(winner),
+        until=lambda c: _condition(c, "Active").get("status") == "True",
+        timeout=180,
+        what=f"{winner} Active again\n{kind.dispatcher_log()}",
+    )
+    finished = await _finished(kind, api, wl)
+    assert _condition(finished, "Finished").get("reason") == "Succeeded"
+    assert finished["status"]["clusterName"] == winner
+    await _nothing_left(kind, api, wl, "kind-paused")
+
+
+async def _leader_pod(kind: KindEnvironment, api: dict[str, ApiClient]) -> str:
+    lease = await Objects(api["manager"], Resource("coordination.k8s.io", "v1", "leases", "Lease")).get(
+        "multikueue-dispatcher", SYSTEM
+    )
+    assert lease is not None, "no Lease: leader election is off?"
+    holder: str = lease["spec"]["holderIdentity"]
+    return holder.rsplit("-", 1)[0]  # "<host name>-<pid>"; a pod's host name is its name
+
+
+async def test_the_leader_pod_deleted_mid_dispatch_loses_and_duplicates_no_run(
+    kind: KindEnvironment, api: dict[str, ApiClient]
+) -> None:
+    leader = await _leader_pod(kind, api)
+    names = [f"kind-leader-{i}" for i in range(4)]
+    seen: dict[str, set[str]] = {name: set() for name in names}
+
+    async def watch_workers() -> None:
+        """Every worker each run was ever seen on (a duplicate would show as two)."""
+        while True:
+            for worker in WORKERS:
+                listed = await k8s_client.CustomObjectsApi(api[worker]).list_namespaced_custom_object(
+                    PIPELINERUNS.group, PIPELINERUNS.version, NAMESPACE, PIPELINERUNS.plural
+                )
+                for item in listed["items"]:
+                    if item["metadata"]["name"] in seen:
+                        seen[item["metadata"]["name"]].add(worker)
+            await anyio.sleep(0.2)
+
+    workloads: dict[str, str] = {}
+    async with anyio.create_task_group() as group:
+        group.start_soon(watch_workers)
+        for name in names:
+            _, workloads[name] = await _submit(api, name, script="#!/bin/sh\nsleep 8\n")
+        await anyio.to_thread.run_sync(
+            lambda: kind.run_kubectl("manager", "-n", SYSTEM, "delete", "pod", leader, "--wait=false")
+        )
+        for name in names:
+            finished = await _finished(kind, api, workloads[name])
+            assert _condition(finished, "Finished").get("reason") == "Succeeded", (name, finished["status"])
+        group.cancel_scope.cancel()
+    assert {name: len(workers) for name, workers in seen.items()} == dict.fromkeys(names, 1), seen
+    new_leader = await eventually(
+        lambda: _leader_pod(kind, api), until=lambda pod: bool(pod) and pod != leader, timeout=60, what="a new leader"
+    )
+    assert new_leader != leader
+    rollout = ("-n", SYSTEM, "rollout", "status", "deployment/multikueue-controller", "--timeout=180s")
+    await anyio.to_thread.run_sync(lambda: kind.run_kubectl("manager", *rollout, timeout=200))
+    for name in names:
+        await _nothing_left(kind, api, workloads[name], name)
+
+
+def test_the_hosts_kernel_settings_are_unchanged(kind: KindEnvironment) -> None:
+    """kubelet writes non-namespaced settings; the node image's guard keeps them inside the nodes. Last in this
+    module: every scenario above has run kubelets on three nodes by now."""
+    from e2e.kind.clusters import host_settings
+
+    assert kind.host_settings_before, "the provider recorded the host's settings before the clusters started"
+    assert host_settings() == kind.host_settings_before
