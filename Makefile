@@ -16,6 +16,8 @@ lint: $(VENV)/.installed
 	@echo "==> ruff"
 	$(BIN)/ruff check multikueue tests e2e bench
 	$(BIN)/ruff format --check multikueue tests e2e bench
+	@echo "==> import contracts (the layers in docs/architecture.md)"
+	$(BIN)/lint-imports
 
 typecheck: $(VENV)/.installed
 	@echo "==> mypy (strict)"

@@ -229,8 +229,6 @@ def _run(args: argparse.Namespace) -> int:
 
     import anyio
     import yaml
-    from kubernetes_asyncio import client as k8s_client
-    from kubernetes_asyncio.config.config_exception import ConfigException
 
     from multikueue import logs
     from multikueue.config import ConfigError, parse_configuration
@@ -240,7 +238,7 @@ def _run(args: argparse.Namespace) -> int:
         api_client_from_kubeconfig,
         in_cluster_api_client,
     )
-    from multikueue.kube.errors import describe
+    from multikueue.kube.errors import ApiException, KubeconfigError, describe
     from multikueue.manager import (
         ConfigSource,
         LeaderElectionSettings,
@@ -299,7 +297,7 @@ def _run(args: argparse.Namespace) -> int:
                 if kubeconfig is not None
                 else await in_cluster_api_client(max_connections=max_connections)
             )
-        except ConfigException as e:
+        except KubeconfigError as e:
             print(f"multikueue: cannot use the manager kubeconfig: {e}", file=sys.stderr)
             return 2
         async with api:
@@ -312,7 +310,7 @@ def _run(args: argparse.Namespace) -> int:
                 except ConfigError as e:
                     print(f"multikueue: {e}", file=sys.stderr)
                     return 2
-                except k8s_client.ApiException as e:
+                except ApiException as e:
                     raise StartupError(f"cannot read the configuration {source}: {describe(e)}") from None
             manager = Manager(api, config, http_address=http_address, config_source=source, role=args.role)
             if not args.leader_elect:

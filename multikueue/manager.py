@@ -12,24 +12,19 @@ import anyio
 import anyio.abc
 import structlog
 from aiohttp import web
-from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio.leaderelection.electionconfig import Config as ElectionConfig
-from kubernetes_asyncio.leaderelection.leaderelection import LeaderElection
-from kubernetes_asyncio.leaderelection.resourcelock.leaselock import LeaseLock
 
 from multikueue.clusters.admissioncheck import AdmissionCheckReconciler
-from multikueue.clusters.connections import discover_later
+from multikueue.clusters.connections import WorkerConnection, discover_later
 from multikueue.clusters.reconciler import ClusterReconciler
 from multikueue.config import ConfigError, Configuration, GroupVersionKind, parse_configuration
 from multikueue.dispatch.direct import DirectKey, DirectReconciler
 from multikueue.dispatch.reconciler import WorkloadReconciler
 from multikueue.integration.reconciler import IntegrationController
 from multikueue.integration.webhook import WebhookServer
-from multikueue.kube import events
+from multikueue.kube import core, events, leader
 from multikueue.kube.client import ApiClient
 from multikueue.kube.discovery import KindMisspelt, KindUnavailable, discover_resource
-from multikueue.kube.errors import describe
-from multikueue.kube.listwatch import ApiListSource
+from multikueue.kube.errors import ApiException, describe
 from multikueue.kube.resources import (
     ADMISSION_CHECKS,
     MULTIKUEUE_CLUSTERS,
@@ -69,10 +64,10 @@ async def load_configuration(api: ApiClient, namespace: str, name: str, key: str
     """Read the configuration from a ConfigMap; ``ConfigError`` names the ConfigMap, field and value."""
     source = ConfigSource(namespace, name, key)
     try:
-        config_map = await k8s_client.CoreV1Api(api).read_namespaced_config_map(name, namespace)
-    except k8s_client.ApiException as e:
+        data = await core.config_map_data(api, namespace, name)
+    except ApiException as e:
         raise ConfigError(str(source), [f"cannot read the ConfigMap: HTTP {e.status} {e.reason}"]) from None
-    return source.parse(config_map.data)
+    return source.parse(data)
 
 
 @dataclass(frozen=True)
@@ -99,7 +94,7 @@ async def check_kinds(api: ApiClient, config: Configuration) -> None:
             await discover_resource(api, gvk)
         except KindMisspelt as e:
             raise StartupError(f"multiKueue.externalFrameworks: {e}") from None
-        except (KindUnavailable, k8s_client.ApiException):
+        except (KindUnavailable, ApiException):
             continue
 
 
@@ -108,11 +103,11 @@ async def preflight(api: ApiClient, role: str) -> None:
     controller needs; the informers would otherwise retry forever with warnings nobody reads."""
     what = "GET /version"
     try:
-        await k8s_client.VersionApi(api).get_code()
+        await core.server_version(api)
         if role == "manager":
             what = "list Workloads"
             await Objects(api, WORKLOADS).source().list(limit=1, continue_token=None)
-    except k8s_client.ApiException as e:
+    except ApiException as e:
         raise StartupError(f"the manager cluster refused {what}: {describe(e)}") from None
     except (aiohttp.ClientError, TimeoutError, OSError) as e:
         raise StartupError(f"cannot reach the manager cluster ({what}): {describe(e)}") from None
@@ -154,8 +149,21 @@ class Manager:
         self.cluster_reconciler: ClusterReconciler | None = None
         self.workload_reconciler: WorkloadReconciler | None = None
         self.direct_reconciler: DirectReconciler | None = None
+        self.check_reconciler: AdmissionCheckReconciler | None = None
         self.integration: IntegrationController | None = None
         self.webhook: WebhookServer | None = None
+        # Per generation of controllers (made anew by ``_new_generation`` for each configuration in force).
+        self.cluster_controller: Controller[str] = Controller("multikueue_cluster", self._reconcile_cluster)
+        self.workload_controller: Controller[ObjectKey] = Controller("multikueue_workload", self._reconcile_workload)
+        self.direct_controller: Controller[DirectKey] = Controller("multikueue_direct", self._reconcile_direct)
+        self.check_controller: Controller[str] = Controller("multikueue_admissioncheck", self._reconcile_check)
+        self.manager_workloads: Informer | None = None
+        self.owned_by: dict[str, ObjectKey] = {}  # owner UID -> its Workload (Kueue mode)
+        # The kinds the manager serves, with their informers; shared with the reconcilers.
+        self.kinds: dict[GroupVersionKind, tuple[Informer, Resource]] = {}
+        self.direct_kinds: dict[GroupVersionKind, tuple[Informer, Resource]] = {}
+        self.manager_resources: dict[GroupVersionKind, Resource] = {}
+        self.owners: dict[GroupVersionKind, Informer] = {}
 
     async def run(self) -> None:
         """Run the controllers; with a ``config_source``, restart them whenever a valid new configuration appears.
@@ -244,210 +252,33 @@ class Manager:
             if self._generation is not None:
                 self._generation.cancel()
 
-        selector = f"metadata.name={source.name}"
-        list_method = k8s_client.CoreV1Api(self.api).list_namespaced_config_map
         await Informer(
-            ApiListSource(list_method, source.namespace, description=str(source), field_selector=selector),
+            core.config_map_source(self.api, source.namespace, source.name, description=str(source)),
             on_event=on_event,
         ).run()
 
     async def _run_controllers(self) -> None:
-        api, config = self.api, self.config
-        self.integration = IntegrationController(config, api, observe=self.metrics) if config.integrations else None
+        """One generation of controllers, for the configuration now in force (a reload cancels and restarts it)."""
+        config = self.config
+        integrations = config.integrations
+        self.integration = IntegrationController(config, self.api, observe=self.metrics) if integrations else None
         if self.role == "worker":
-            integration = self.integration
-            if integration is None:
-                log.warning("role worker, but no adapter has an integration section: nothing to do")
-                self.started.set()
-                await anyio.sleep_forever()
-                return
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(integration.run)
-                await integration.started.wait()
-                self.started.set()
+            await self._run_worker_role()
             return
-        clusters_api = Objects(api, MULTIKUEUE_CLUSTERS)
-        checks_api = Objects(api, ADMISSION_CHECKS)
-        cluster_controller: Controller[str] = Controller(
-            "multikueue_cluster", self._reconcile_cluster, observe=self.metrics
-        )
-        workload_controller: Controller[ObjectKey] = Controller(
-            "multikueue_workload",
-            self._reconcile_workload,
-            concurrency=config.dispatcher.concurrency,
-            observe=self.metrics,
-        )
-        self.workload_controller = workload_controller
-        batch = config.dispatcher.events_batch_period
-
-        def on_workload(kind: str, obj: Object) -> None:
-            if kind == DELETED and self.workload_reconciler is not None:
-                self.workload_reconciler.forget_deleted(obj)
-            key = ObjectKey.of(obj)
-            for ref in obj["metadata"].get("ownerReferences") or []:
-                if ref.get("controller"):
-                    if kind == DELETED:
-                        owned_by.pop(ref.get("uid", ""), None)
-                    else:
-                        owned_by[ref.get("uid", "")] = key
-            workload_controller.enqueue(key)
-
-        def on_remote(cluster: str, key: ObjectKey) -> None:
-            workload_controller.queue.add_after(key, batch)  # bursts from workers coalesce over the batch period
-
-        # Every configured kind is watched on the manager: owners are read from this cache, not fetched on every
-        # reconcile; a change to an owner (a cancel to carry over) reaches its Workload at once; and in Direct mode
-        # the objects themselves are what this controller places.
-        direct_controller: Controller[DirectKey] = Controller(
-            "multikueue_direct", self._reconcile_direct, concurrency=config.dispatcher.concurrency, observe=self.metrics
-        )
-        owned_by: dict[str, ObjectKey] = {}  # owner UID -> its Workload (Kueue mode)
-        # The kinds the manager serves, with their informers; the reconcilers share these dicts, so a kind whose
-        # CRD appears after start (found by `discover_later`) reaches them without a restart.
-        kinds: dict[GroupVersionKind, tuple[Informer, Resource]] = {}
-        direct_kinds: dict[GroupVersionKind, tuple[Informer, Resource]] = {}
-        manager_resources: dict[GroupVersionKind, Resource] = {}
-        owners: dict[GroupVersionKind, Informer] = {}
-
-        def watch_kind(gvk: GroupVersionKind, resource: Resource) -> Informer:
-            direct = config.adapter(gvk).mode == "Direct"
-
-            def on_object(kind: str, obj: Object) -> None:
-                if direct:
-                    if self.direct_reconciler is not None:
-                        self.direct_reconciler.observe(gvk, kind, obj)
-                    direct_controller.enqueue((gvk, ObjectKey.of(obj)))
-                elif (workload := owned_by.get(obj["metadata"].get("uid", ""))) is not None:
-                    workload_controller.enqueue(workload)
-
-            informer = Informer(Objects(api, resource).source(), on_event=on_object)
-            kinds[gvk] = (informer, resource)
-            manager_resources[gvk], owners[gvk] = resource, informer
-            if direct:
-                direct_kinds[gvk] = (informer, resource)
-            return informer
-
-        missing: list[GroupVersionKind] = []
-        for gvk in config.multi_kueue.gvks:
-            try:
-                watch_kind(gvk, await discover_resource(api, gvk))
-            except (KindUnavailable, k8s_client.ApiException) as e:
-                log.warning("kind not served by the manager yet; looked for again periodically", kind=str(gvk),
-                            error=str(e))  # fmt: skip
-                missing.append(gvk)
-
-        def on_remote_object(cluster: str, gvk: GroupVersionKind, key: ObjectKey) -> None:
-            if gvk in direct_kinds:
-                direct_controller.queue.add_after((gvk, key), batch)
-
-        self.direct_controller = direct_controller
-
-        check_controller: Controller[str] = Controller(
-            "multikueue_admissioncheck", self._reconcile_check, observe=self.metrics
-        )
-
-        def all_checks(*_: Any) -> None:
-            if self.check_reconciler is not None:
-                for name in self.check_reconciler.ours():
-                    check_controller.enqueue(name)
-
-        def on_cluster(kind: str, obj: Object) -> None:
-            cluster_controller.enqueue(obj["metadata"]["name"])
-            all_checks()
-            if self.direct_reconciler is not None:  # a worker's labels may now fit runs that wait for one
-                for gvk in self.direct_reconciler.waiting:
-                    self.direct_reconciler.wake(gvk)
-
-        def on_secret(kind: str, obj: Object) -> None:
-            if self.cluster_reconciler is not None:
-                for name in self.cluster_reconciler.clusters_using_secret(obj["metadata"]["name"]):
-                    cluster_controller.enqueue(name)
-
-        clusters = Informer(clusters_api.source(), on_event=on_cluster)
-        checks = Informer(checks_api.source(), on_event=lambda _, o: check_controller.enqueue(o["metadata"]["name"]))
-
-        def on_config(kind: str, obj: Object) -> None:
-            all_checks()
-            for workload in manager_workloads.items():  # clusters of a config changed: look at every Workload
-                workload_controller.enqueue(ObjectKey.of(workload))
-
-        configs = Informer(Objects(api, MULTIKUEUE_CONFIGS).source(), on_event=on_config)
-        manager_workloads = Informer(Objects(api, WORKLOADS).source(), on_event=on_workload)
-        secrets = Informer(
-            ApiListSource(
-                k8s_client.CoreV1Api(api).list_namespaced_secret,
-                config.dispatcher.namespace,
-                description=f"secrets in {config.dispatcher.namespace}",
-            ),
-            on_event=on_secret,
-        )
-        self.check_reconciler: AdmissionCheckReconciler | None = AdmissionCheckReconciler(
-            config.dispatcher.controller_name, checks_api, checks, configs, clusters
-        )
-        informers = (clusters, checks, configs, secrets, manager_workloads)
+        self._new_generation()
+        missing = await self._watch_kinds()
+        informers = self._manager_informers()
         try:
             async with anyio.create_task_group() as tg:
-                self.cluster_reconciler = ClusterReconciler(
-                    config,
-                    clusters_api,
-                    clusters,
-                    secrets,
-                    tg,
-                    on_connection_change=self._connection_changed,
-                    on_remote_event=on_remote,
-                    on_remote_object=on_remote_object,
-                    temp_dir=self.temp_dir,
-                    metrics=self.metrics,
-                )
-                self._cluster_controller = cluster_controller
-                self.workload_reconciler = WorkloadReconciler(
-                    config,
-                    api,
-                    manager_workloads,
-                    checks,
-                    configs,
-                    lambda: self.cluster_reconciler.connections if self.cluster_reconciler else {},
-                    manager_resources,  # others are discovered on first use
-                    self.metrics,
-                    owners=owners,
-                    enqueue=workload_controller.enqueue,
-                )
-                tg.start_soon(self.workload_reconciler.writes.run)
-                self.direct_reconciler = DirectReconciler(
-                    config,
-                    api,
-                    direct_kinds,
-                    clusters,
-                    lambda: self.cluster_reconciler.connections if self.cluster_reconciler else {},
-                    direct_controller.enqueue,
-                    self.metrics,
-                )
-                everything = (*informers, *(informer for informer, _ in kinds.values()))
+                self._make_reconcilers(tg, informers)
+                everything = (*informers.values(), *(informer for informer, _ in self.kinds.values()))
                 for informer in everything:
                     tg.start_soon(informer.run)
                 for informer in everything:
                     await informer.synced.wait()
-                if any(config.adapter(g).mode == "Direct" for g in config.multi_kueue.gvks):
-                    tg.start_soon(direct_controller.run)
-                if missing:  # watched (and dispatched) from when the manager serves them; the first list enqueues all
-
-                    def served(gvk: GroupVersionKind, resource: Resource) -> None:
-                        tg.start_soon(watch_kind(gvk, resource).run)
-
-                    tg.start_soon(discover_later, api, missing, served)
-                if self.integration is not None:
-                    tg.start_soon(self.integration.run)
-                    await self.integration.started.wait()
-                tg.start_soon(cluster_controller.run)
-                tg.start_soon(check_controller.run)
-                tg.start_soon(workload_controller.run)
-                if config.multi_kueue.gc_interval > 0:
-                    tg.start_soon(self._collect_garbage_forever)
-                log.info(
-                    "manager started",
-                    controller_name=config.dispatcher.controller_name,
-                    kinds=[str(g) for g in config.multi_kueue.gvks],
-                )
+                await self._start_controllers(tg, missing)
+                log.info("manager started", controller_name=config.dispatcher.controller_name,
+                         kinds=[str(g) for g in config.multi_kueue.gvks])  # fmt: skip
                 self.started.set()
                 await anyio.sleep_forever()
         finally:
@@ -456,6 +287,167 @@ class Manager:
             with anyio.move_on_after(10, shield=True):
                 if self.cluster_reconciler is not None:
                     await self.cluster_reconciler.close()
+
+    async def _run_worker_role(self) -> None:
+        """A worker runs only the integration (it adopts the Workloads MultiKueue prebuilds there)."""
+        integration = self.integration
+        if integration is None:
+            log.warning("role worker, but no adapter has an integration section: nothing to do")
+            self.started.set()
+            await anyio.sleep_forever()
+            return
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(integration.run)
+            await integration.started.wait()
+            self.started.set()
+
+    def _new_generation(self) -> None:
+        """Fresh controllers and per-configuration state; the reconcilers come once the task group exists."""
+        concurrency = self.config.dispatcher.concurrency
+        self.cluster_controller = Controller("multikueue_cluster", self._reconcile_cluster, observe=self.metrics)
+        self.workload_controller = Controller("multikueue_workload", self._reconcile_workload,
+                                              concurrency=concurrency, observe=self.metrics)  # fmt: skip
+        self.direct_controller = Controller("multikueue_direct", self._reconcile_direct, concurrency=concurrency,
+                                            observe=self.metrics)  # fmt: skip
+        self.check_controller = Controller("multikueue_admissioncheck", self._reconcile_check, observe=self.metrics)
+        self.owned_by = {}
+        self.kinds, self.direct_kinds, self.manager_resources, self.owners = {}, {}, {}, {}
+        self.check_reconciler = self.cluster_reconciler = None
+        self.workload_reconciler = self.direct_reconciler = None
+
+    async def _watch_kinds(self) -> list[GroupVersionKind]:
+        """An informer per configured kind the manager serves; returns the kinds it does not serve yet."""
+        missing: list[GroupVersionKind] = []
+        for gvk in self.config.multi_kueue.gvks:
+            try:
+                self._watch_kind(gvk, await discover_resource(self.api, gvk))
+            except (KindUnavailable, ApiException) as e:
+                log.warning("kind not served by the manager yet; looked for again periodically", kind=str(gvk),
+                            error=str(e))  # fmt: skip
+                missing.append(gvk)
+        return missing
+
+    def _watch_kind(self, gvk: GroupVersionKind, resource: Resource) -> Informer:
+        """Every configured kind is watched on the manager: owners are read from this cache, not fetched on every
+        reconcile; a change to an owner (a cancel to carry over) reaches its Workload at once; and in Direct mode
+        the objects themselves are what this controller places. The reconcilers share these dicts, so a kind whose
+        CRD appears after start (found by ``discover_later``) reaches them without a restart."""
+        direct = self.config.adapter(gvk).mode == "Direct"
+        informer = Informer(Objects(self.api, resource).source(),
+                            on_event=functools.partial(self._on_object, gvk, direct))  # fmt: skip
+        self.kinds[gvk] = (informer, resource)
+        self.manager_resources[gvk], self.owners[gvk] = resource, informer
+        if direct:
+            self.direct_kinds[gvk] = (informer, resource)
+        return informer
+
+    def _manager_informers(self) -> dict[str, Informer]:
+        api, namespace = self.api, self.config.dispatcher.namespace
+        return {
+            "clusters": Informer(Objects(api, MULTIKUEUE_CLUSTERS).source(), on_event=self._on_cluster),
+            "checks": Informer(Objects(api, ADMISSION_CHECKS).source(),
+                               on_event=lambda _, o: self.check_controller.enqueue(o["metadata"]["name"])),
+            "configs": Informer(Objects(api, MULTIKUEUE_CONFIGS).source(), on_event=self._on_config),
+            "secrets": Informer(core.secret_source(api, namespace), on_event=self._on_secret),
+            "workloads": Informer(Objects(api, WORKLOADS).source(), on_event=self._on_workload),
+        }  # fmt: skip
+
+    def _make_reconcilers(self, tg: anyio.abc.TaskGroup, informers: dict[str, Informer]) -> None:
+        api, config = self.api, self.config
+        clusters, checks, configs = informers["clusters"], informers["checks"], informers["configs"]
+        self.manager_workloads = informers["workloads"]
+        self.check_reconciler = AdmissionCheckReconciler(
+            config.dispatcher.controller_name, Objects(api, ADMISSION_CHECKS), checks, configs, clusters
+        )
+        self.cluster_reconciler = ClusterReconciler(
+            config, Objects(api, MULTIKUEUE_CLUSTERS), clusters, informers["secrets"], tg,
+            on_connection_change=self._connection_changed, on_remote_event=self._on_remote,
+            on_remote_object=self._on_remote_object, temp_dir=self.temp_dir, metrics=self.metrics,
+        )  # fmt: skip
+        self.workload_reconciler = WorkloadReconciler(
+            config, api, self.manager_workloads, checks, configs, self._connections,
+            self.manager_resources,  # others are discovered on first use
+            self.metrics, owners=self.owners, enqueue=self.workload_controller.enqueue,
+        )  # fmt: skip
+        tg.start_soon(self.workload_reconciler.writes.run)
+        self.direct_reconciler = DirectReconciler(config, api, self.direct_kinds, clusters, self._connections,
+                                                  self.direct_controller.enqueue, self.metrics)  # fmt: skip
+
+    async def _start_controllers(self, tg: anyio.abc.TaskGroup, missing: list[GroupVersionKind]) -> None:
+        config = self.config
+        if any(config.adapter(g).mode == "Direct" for g in config.multi_kueue.gvks):
+            tg.start_soon(self.direct_controller.run)
+        if missing:  # watched (and dispatched) from when the manager serves them; the first list enqueues all
+
+            def served(gvk: GroupVersionKind, resource: Resource) -> None:
+                tg.start_soon(self._watch_kind(gvk, resource).run)
+
+            tg.start_soon(discover_later, self.api, missing, served)
+        if self.integration is not None:
+            tg.start_soon(self.integration.run)
+            await self.integration.started.wait()
+        tg.start_soon(self.cluster_controller.run)
+        tg.start_soon(self.check_controller.run)
+        tg.start_soon(self.workload_controller.run)
+        if config.multi_kueue.gc_interval > 0:
+            tg.start_soon(self._collect_garbage_forever)
+
+    def _connections(self) -> dict[str, WorkerConnection]:
+        return self.cluster_reconciler.connections if self.cluster_reconciler else {}
+
+    # ------------------------------------------------------------------------- what each event enqueues
+
+    def _on_workload(self, kind: str, obj: Object) -> None:
+        if kind == DELETED and self.workload_reconciler is not None:
+            self.workload_reconciler.forget_deleted(obj)
+        key = ObjectKey.of(obj)
+        for ref in obj["metadata"].get("ownerReferences") or []:
+            if ref.get("controller"):
+                if kind == DELETED:
+                    self.owned_by.pop(ref.get("uid", ""), None)
+                else:
+                    self.owned_by[ref.get("uid", "")] = key
+        self.workload_controller.enqueue(key)
+
+    def _on_object(self, gvk: GroupVersionKind, direct: bool, kind: str, obj: Object) -> None:
+        """A manager object of a configured kind: placed itself in Direct mode, else its Workload looked at."""
+        if direct:
+            if self.direct_reconciler is not None:
+                self.direct_reconciler.observe(gvk, kind, obj)
+            self.direct_controller.enqueue((gvk, ObjectKey.of(obj)))
+        elif (workload := self.owned_by.get(obj["metadata"].get("uid", ""))) is not None:
+            self.workload_controller.enqueue(workload)
+
+    def _on_remote(self, cluster: str, key: ObjectKey) -> None:
+        """Bursts from workers coalesce over the batch period."""
+        self.workload_controller.queue.add_after(key, self.config.dispatcher.events_batch_period)
+
+    def _on_remote_object(self, cluster: str, gvk: GroupVersionKind, key: ObjectKey) -> None:
+        if gvk in self.direct_kinds:
+            self.direct_controller.queue.add_after((gvk, key), self.config.dispatcher.events_batch_period)
+
+    def _all_checks(self) -> None:
+        if self.check_reconciler is not None:
+            for name in self.check_reconciler.ours():
+                self.check_controller.enqueue(name)
+
+    def _on_cluster(self, kind: str, obj: Object) -> None:
+        self.cluster_controller.enqueue(obj["metadata"]["name"])
+        self._all_checks()
+        if self.direct_reconciler is not None:  # a worker's labels may now fit runs that wait for one
+            for gvk in self.direct_reconciler.waiting:
+                self.direct_reconciler.wake(gvk)
+
+    def _on_secret(self, kind: str, obj: Object) -> None:
+        if self.cluster_reconciler is not None:
+            for name in self.cluster_reconciler.clusters_using_secret(obj["metadata"]["name"]):
+                self.cluster_controller.enqueue(name)
+
+    def _on_config(self, kind: str, obj: Object) -> None:
+        self._all_checks()
+        if self.manager_workloads is not None:  # clusters of a config changed: look at every Workload
+            for workload in self.manager_workloads.items():
+                self.workload_controller.enqueue(ObjectKey.of(workload))
 
     async def _serve_http(self) -> web.AppRunner | None:
         """Start the HTTP endpoint once; returns the runner if this call started it (its owner cleans it up)."""
@@ -495,7 +487,6 @@ class Manager:
         webhook = await self._serve_webhook()
         self.standby = True
         lease = f"{election.namespace}/{election.name}"
-        lock = LeaseLock(election.name, election.namespace, election.identity, self.api)
         acquired = anyio.Event()
 
         async def lead() -> None:
@@ -504,16 +495,17 @@ class Manager:
         async def stopped() -> None:
             log.warning("leader lease lost", lease=lease, identity=election.identity)
 
-        config = ElectionConfig(
-            lock, election.lease_duration, election.renew_deadline, election.retry_period, lead, stopped
-        )
         log.info("waiting for the leader lease", lease=lease, identity=election.identity)
         try:
             async with anyio.create_task_group() as tg:
 
                 async def elect() -> None:
-                    await LeaderElection(config).run()  # returns only once a held Lease could not be renewed
-                    tg.cancel_scope.cancel()
+                    await leader.contend(
+                        self.api, namespace=election.namespace, name=election.name, identity=election.identity,
+                        lease_duration=election.lease_duration, renew_deadline=election.renew_deadline,
+                        retry_period=election.retry_period, on_acquired=lead, on_lost=stopped,
+                    )  # fmt: skip
+                    tg.cancel_scope.cancel()  # a held Lease could not be renewed
 
                 tg.start_soon(elect)
                 await acquired.wait()
@@ -528,7 +520,7 @@ class Manager:
                     await runner.cleanup()
 
     def _connection_changed(self, name: str) -> None:
-        self._cluster_controller.enqueue(name)  # every failed retry updates the condition's attempt count
+        self.cluster_controller.enqueue(name)  # every failed retry updates the condition's attempt count
         connections = self.cluster_reconciler.connections if self.cluster_reconciler else {}
         connection = connections.get(name)
         state = (connection.connected, frozenset(connection.resources)) if connection else (False, frozenset())

@@ -21,14 +21,12 @@ import anyio
 import anyio.abc
 import structlog
 from anyio.abc import TaskGroup
-from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from multikueue.config import GroupVersionKind
+from multikueue.kube import core
 from multikueue.kube.client import DEFAULT_MAX_CONNECTIONS, ApiClient, api_client_from_kubeconfig, rate_limit
 from multikueue.kube.discovery import KindUnavailable, cluster_identity, discover_resource
-from multikueue.kube.errors import describe
-from multikueue.kube.listwatch import ApiListSource
+from multikueue.kube.errors import ApiException, describe
 from multikueue.kube.resources import WORKLOADS, Objects, Resource
 from multikueue.labels import ORIGIN_LABEL, PREBUILT_WORKLOAD
 from multikueue.runtime.informer import DELETED, Informer, ObjectKey
@@ -203,7 +201,7 @@ class WorkerConnection:
         )
         step = ""
         try:
-            await k8s_client.VersionApi(api).get_code()
+            await core.server_version(api)
             step = "cannot read the worker's identity (namespace kube-system): "
             self.identity = await cluster_identity(api)
         except (ApiException, aiohttp.ClientError, TimeoutError, OSError) as e:
@@ -237,11 +235,7 @@ class WorkerConnection:
             # Warning Events of the worker, mapped to the manager Workload they concern: why a run waits or
             # fails there, surfaced on the manager object. Event-driven: no per-Workload polling of the worker.
             warnings = Informer(
-                ApiListSource(
-                    k8s_client.CoreV1Api(api).list_event_for_all_namespaces,
-                    description=f"warning events on {self.name}",
-                    field_selector="type=Warning",
-                ),
+                core.warning_event_source(api, description=f"warning events on {self.name}"),
                 on_event=self._warning_handler,
             )
             self._informers.start_soon(warnings.run)
@@ -268,7 +262,7 @@ class WorkerConnection:
             error = None
             try:
                 with anyio.fail_after(self.timeout):
-                    await k8s_client.VersionApi(api).get_code()
+                    await core.server_version(api)
             except TimeoutError:
                 error = f"health probe: no answer within {self.timeout:g}s"
             except (ApiException, aiohttp.ClientError, OSError) as e:

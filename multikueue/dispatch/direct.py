@@ -25,7 +25,6 @@ from typing import Any
 
 import anyio
 import structlog
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from multikueue.clusters.connections import WorkerConnection
 from multikueue.config import Configuration, GroupVersionKind
@@ -37,7 +36,7 @@ from multikueue.kube import events
 from multikueue.kube.client import ApiClient
 from multikueue.kube.conditions import Condition, find, same_state, set_condition
 from multikueue.kube.discovery import KindUnavailable, discover_resource
-from multikueue.kube.errors import REFUSALS, api_error
+from multikueue.kube.errors import REFUSALS, ApiException, api_error
 from multikueue.kube.resources import Objects, Resource
 from multikueue.labels import ORIGIN_LABEL, PLACEMENT_AVOID, PLACEMENT_PHASE, PLACEMENT_RECORD, PLACEMENT_WORKER
 from multikueue.metrics import Metrics

@@ -70,31 +70,38 @@ def decide(
         return Decision(None, (), f"annotation {WORKER_SELECTOR_ANNOTATION}: {e}")
     tiers = [parse(t) for t in placement.tiers]
     limit = placement.max_per_worker
-    verdicts: list[Verdict] = []
-    for worker in sorted(workers, key=lambda w: w.name):
-        reason = _rejection(worker, kind_selector, own, avoid, limit)
-        if reason is not None:
-            verdicts.append(Verdict(worker.name, False, reason))
-            continue
-        tier = next((i for i, t in enumerate(tiers) if t.matches(worker.labels)), None)
-        if tiers and tier is None:
-            verdicts.append(Verdict(worker.name, False, "in no spill-over tier"))
-            continue
-        load = f"{worker.running}/{limit} running" if limit else f"{worker.running} running"
-        score = worker.running / limit if limit else float(worker.running)
-        verdicts.append(Verdict(worker.name, True, load, score, tier))
-    fitting = [v for v in verdicts if v.fits]
-    if not fitting:
+    verdicts = [_verdict(worker, kind_selector, own, avoid, limit, tiers)
+                for worker in sorted(workers, key=lambda w: w.name)]  # fmt: skip
+    if not any(v.fits for v in verdicts):
         return Decision(None, tuple(verdicts))
     if tiers:  # every fitting worker has a tier: only the first tier with room is used
-        best = min(v.tier for v in fitting if v.tier is not None)
-        for i, v in enumerate(verdicts):
-            if v.fits and v.tier != best:
-                reason = f"in spill-over tier {(v.tier or 0) + 1}, used only when tier {best + 1} has no room"
-                verdicts[i] = Verdict(v.worker, False, reason)
-        fitting = [v for v in verdicts if v.fits]
-    chosen = min(fitting, key=lambda v: (v.score or 0.0, v.worker))
+        verdicts = _first_tier_only(verdicts)
+    chosen = min((v for v in verdicts if v.fits), key=lambda v: (v.score or 0.0, v.worker))
     return Decision(chosen.worker, tuple(verdicts))
+
+
+def _verdict(worker: WorkerView, kind_selector: Selector, own: Selector | None, avoid: dict[str, str],
+             limit: int | None, tiers: list[Selector]) -> Verdict:  # fmt: skip
+    reason = _rejection(worker, kind_selector, own, avoid, limit)
+    if reason is not None:
+        return Verdict(worker.name, False, reason)
+    tier = next((i for i, t in enumerate(tiers) if t.matches(worker.labels)), None)
+    if tiers and tier is None:
+        return Verdict(worker.name, False, "in no spill-over tier")
+    load = f"{worker.running}/{limit} running" if limit else f"{worker.running} running"
+    score = worker.running / limit if limit else float(worker.running)
+    return Verdict(worker.name, True, load, score, tier)
+
+
+def _first_tier_only(verdicts: list[Verdict]) -> list[Verdict]:
+    best = min(v.tier for v in verdicts if v.fits and v.tier is not None)
+    result = []
+    for v in verdicts:
+        if v.fits and v.tier != best:
+            reason = f"in spill-over tier {(v.tier or 0) + 1}, used only when tier {best + 1} has no room"
+            v = Verdict(v.worker, False, reason)
+        result.append(v)
+    return result
 
 
 def _rejection(

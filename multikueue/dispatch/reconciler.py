@@ -11,13 +11,14 @@ import datetime
 import functools
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import structlog
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from multikueue.clusters.connections import WorkerConnection
-from multikueue.config import DISPATCHER_ALL_AT_ONCE, DISPATCHER_INCREMENTAL, Configuration, GroupVersionKind
+from multikueue.config import Configuration, GroupVersionKind
+from multikueue.dispatch import decision
 from multikueue.dispatch import workloads as wl
 from multikueue.dispatch.adapter import GenericAdapter
 from multikueue.dispatch.mirror import PrunedFields, pruned_message
@@ -26,7 +27,7 @@ from multikueue.kube import events
 from multikueue.kube.client import ApiClient
 from multikueue.kube.conditions import now_rfc3339, set_condition
 from multikueue.kube.discovery import KindUnavailable, discover_resource
-from multikueue.kube.errors import REFUSALS, api_error
+from multikueue.kube.errors import REFUSALS, ApiException, api_error
 from multikueue.kube.resources import WORKLOADS, Objects, Resource
 from multikueue.labels import ORIGIN_LABEL, PREBUILT_WORKLOAD
 from multikueue.metrics import Metrics
@@ -50,6 +51,28 @@ class StatusRejected(Exception):
     """The manager refused the worker's status (validation, admission webhook, RBAC)."""
 
 
+@dataclass(frozen=True)
+class _Pass:
+    """What carrying out one step needs besides the step itself."""
+
+    local: Object
+    check: str
+    state: Object
+    adapter: GenericAdapter
+    job: Object
+    connected: dict[str, WorkerConnection]
+    present: dict[str, Object]  # the copy on each connected worker that has one
+    late: dict[str, BaseException]  # writes of earlier passes that failed in the background
+
+    @property
+    def key(self) -> ObjectKey:
+        return ObjectKey.of(self.local)
+
+    @property
+    def job_key(self) -> ObjectKey:
+        return ObjectKey.of(self.job)
+
+
 class WorkloadReconciler:
     def __init__(
         self,
@@ -63,8 +86,10 @@ class WorkloadReconciler:
         metrics: Metrics | None = None,
         owners: dict[GroupVersionKind, Informer] | None = None,
         enqueue: Callable[[ObjectKey], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
+        self.clock = clock  # monotonic seconds: worker-lost and incremental-round timing
         self.api = api
         self.workloads = workloads
         self.checks = checks
@@ -101,57 +126,67 @@ class WorkloadReconciler:
             if local is None:
                 return Result()
         found = self._our_check(local)
-        if found is None:
+        if found is None or found[1].get("state") == wl.REJECTED:
             self.deleted.pop(key, None)
             return Result()
-        check_name, state, clusters = found
-        if state.get("state") == wl.REJECTED:
-            self.deleted.pop(key, None)
+        check_name, _, clusters = found
+        found_adapter = await self._adapter_for(local, check_name, deleted)
+        if found_adapter is None:
             return Result()
+        adapter, owner_name = found_adapter
+        job_key = ObjectKey(key.namespace, owner_name)
+        job = None if deleted else await self._owner(local, check_name, adapter, job_key)
+        all_connections = self.connections()
+        connected = {c: all_connections[c] for c in clusters if c in all_connections and all_connections[c].connected}
+        if deleted:
+            await self._remove_everywhere(connected, adapter, job_key, key)
+            self._forget(key, job_key)
+            return Result()
+        if job is None:
+            return Result()  # not managed by Kueue: rejected
+        return await self._reconcile_group(local, check_name, adapter, job, clusters, connected)
 
+    async def _adapter_for(self, local: Object, check_name: str, deleted: bool) -> tuple[GenericAdapter, str] | None:
+        """The adapter of the Workload's owner kind, and the owner's name; a Workload no adapter here can dispatch
+        is Rejected."""
         owner = wl.owner(local)
         adapter = self.adapters.get(owner[0]) if owner else None
         if owner is None or adapter is None:
             if not deleted:
                 what = f' for owner kind "{owner[0]}"' if owner else ""
                 await self._set_check(local, check_name, wl.REJECTED, f"No multikueue adapter found{what}")
-            return Result()
+            return None
         if adapter.options.mode == "Direct" and not deleted:
             message = f"{adapter.gvk.kind} is dispatched in Direct mode by this controller, without a Workload"
             await self._set_check(local, check_name, wl.REJECTED, message)
-            return Result()
-        job_key = ObjectKey(key.namespace, owner[1])
-        job: Object | None = None
-        if not deleted:
-            cached = self.owners.get(adapter.gvk)
-            job = cached.get(job_key) if cached is not None else None
-            if job is None:  # not watched, or not seen yet (a Workload can arrive before its owner): ask
-                job = await Objects(self.api, await self._manager_resource(adapter.gvk)).get(
-                    job_key.name, job_key.namespace
-                )
-            if job is None:
-                raise LookupError(f"owner {adapter.gvk.kind} {job_key} not found")
-            managed, reason = adapter.is_managed(job)
-            if not managed:
-                await self._set_check(local, check_name, wl.REJECTED, f"The owner is not managed by Kueue: {reason}")
-                return Result()
+            return None
+        return adapter, owner[1]
 
-        all_connections = self.connections()
-        connected = {c: all_connections[c] for c in clusters if c in all_connections and all_connections[c].connected}
-        unavailable = [c for c in clusters if c not in connected]
-        remotes = {c: conn.workloads.get(key) for c, conn in connected.items() if conn.workloads is not None}
+    async def _owner(
+        self, local: Object, check_name: str, adapter: GenericAdapter, job_key: ObjectKey
+    ) -> Object | None:
+        """The manager object owning the Workload (from the kind's cache, else asked); ``None`` when Kueue does not
+        manage it (the check is then Rejected)."""
+        cached = self.owners.get(adapter.gvk)
+        job = cached.get(job_key) if cached is not None else None
+        if job is None:  # not watched, or not seen yet (a Workload can arrive before its owner): ask
+            resource = await self._manager_resource(adapter.gvk)
+            job = await Objects(self.api, resource).get(job_key.name, job_key.namespace)
+        if job is None:
+            raise LookupError(f"owner {adapter.gvk.kind} {job_key} not found")
+        managed, reason = adapter.is_managed(job)
+        if not managed:
+            await self._set_check(local, check_name, wl.REJECTED, f"The owner is not managed by Kueue: {reason}")
+            return None
+        return job
 
-        if job is None:  # deleted
-            await self._remove_everywhere(connected, adapter, job_key, key)
-            self.deleted.pop(key, None)
-            self.rounds.pop(key, None)
-            self.deferred.discard(job_key)
-            self.surfaced.pop(key, None)
-            self.surfaced_at.pop(key, None)
-            return Result()
-        return await self._reconcile_group(
-            local, check_name, state, adapter, job, clusters, connected, unavailable, remotes
-        )
+    def _forget(self, key: ObjectKey, job_key: ObjectKey) -> None:
+        """A deleted Workload's copies are gone: drop what was remembered about it."""
+        self.deleted.pop(key, None)
+        self.rounds.pop(key, None)
+        self.deferred.discard(job_key)
+        self.surfaced.pop(key, None)
+        self.surfaced_at.pop(key, None)
 
     # ------------------------------------------------------------------------------------ the steps
 
@@ -159,159 +194,150 @@ class WorkloadReconciler:
         self,
         local: Object,
         check_name: str,
-        state: Object,
         adapter: GenericAdapter,
         job: Object,
         clusters: list[str],
         connected: dict[str, WorkerConnection],
-        unavailable: list[str],
-        remotes: dict[str, Object | None],
     ) -> Result:
-        key, job_key = ObjectKey.of(local), ObjectKey.of(job)
-        lost_timeout = self.config.multi_kueue.worker_lost_timeout
-        present = {c: r for c, r in remotes.items() if r is not None}
+        """Decide (``decision.decide``, pure), then carry the step out."""
+        key = ObjectKey.of(local)
+        present = {c: r for c, conn in connected.items() if conn.workloads is not None
+                   and (r := conn.workloads.get(key)) is not None}  # fmt: skip
         late = self.writes.take_failures(key)  # writes of earlier passes that ended in the background
         if adapter.options.worker_events and not wl.is_true(local, wl.FINISHED):
             await self._surface_worker_news(local, adapter, job, connected, present)
+        group = self._group(local, check_name, adapter, clusters, connected, present)
+        work = _Pass(local, check_name, group.state, adapter, job, connected, present, late)
+        return await self._carry_out(decision.decide(group), work)
 
-        # 2. Finished or without quota: nothing should run on any worker.
-        if wl.is_true(local, wl.FINISHED) or not wl.is_true(local, wl.QUOTA_RESERVED):
-            self.rounds.pop(key, None)
-            await self._remove_everywhere(connected, adapter, job_key, key)
-            return Result(requeue_after=lost_timeout if unavailable else None)
+    def _group(
+        self,
+        local: Object,
+        check_name: str,
+        adapter: GenericAdapter,
+        clusters: list[str],
+        connected: dict[str, WorkerConnection],
+        present: dict[str, Object],
+    ) -> decision.Group:
+        """The snapshot the decision reads: caches and clocks, no API calls."""
+        config = self.config.multi_kueue
+        connections = self.connections()
+        incremental = config.incremental_dispatcher_config
+        return decision.Group(
+            local=local, check=check_name, clusters=tuple(clusters), connected=tuple(connected), remotes=present,
+            serving={c: conn.serves(adapter.gvk) for c, conn in connected.items()},
+            lost_since={c: connections[c].disconnected_since for c in clusters
+                        if c not in connected and c in connections},
+            now=self.clock(), lost_timeout=config.worker_lost_timeout, dispatcher=config.dispatcher_name,
+            round_started=self.rounds.get(ObjectKey.of(local)),
+            round_length=self.config.dispatcher.incremental_round_timeout,
+            step_size=incremental.step_size if incremental else 3,
+        )  # fmt: skip
 
-        # 3. A worker finished it.
-        finished = wl.earliest_true(present, wl.FINISHED)
-        if finished is not None:
-            cluster, condition = finished
-            if condition.get("reason") == wl.OUT_OF_SYNC:
-                if state.get("state") != wl.READY:
-                    return Result()
-                message = (
-                    f'Remote workload on worker cluster "{cluster}" is out of sync with its user job, '
-                    "resetting for re-dispatch"
-                )
-                await self._set_check(local, check_name, wl.RETRY, message)
-                await self._event(local, "Warning", f'{message}, Previously: "{state.get("state")}"')
+    async def _carry_out(self, step: decision.Step, work: _Pass) -> Result:
+        match step:
+            case decision.Wait(requeue_after=after):
+                return Result(requeue_after=after)
+            case decision.RemoveEverywhere(requeue_after=after):
+                self.rounds.pop(work.key, None)
+                await self._remove_everywhere(work.connected, work.adapter, work.job_key, work.key)
+                return Result(requeue_after=after)
+            case decision.ResetOutOfSync():
+                await self._set_check(work.local, work.check, wl.RETRY, step.message)
+                await self._event(work.local, "Warning", f'{step.message}, Previously: "{work.state.get("state")}"')
                 return Result()
-            remote_job, in_sync = await self._sync_job(cluster, connected[cluster], adapter, job, local, create=False)
-            if remote_job is not None and not in_sync:
-                # Over on the worker while the manager object is still held: its final status can only be mirrored
-                # once the hold ends, so nothing is finished or deleted before. Admission is what ends the hold.
-                if state.get("state") not in (wl.READY, wl.RETRY, wl.REJECTED):
-                    await self._set_admitted(local, check_name, state, cluster)
-                return Result()  # the owner's release brings this Workload back
-            await self._finish(local, condition.get("reason", ""), condition.get("message", ""))
-            return Result()
-
-        # 4. A worker evicted it.
-        evicted = wl.earliest_true(present, wl.EVICTED)
-        if evicted is not None:
-            cluster, _ = evicted
-            if wl.is_true(local, wl.EVICTED):
-                await self._sync_job(cluster, connected[cluster], adapter, job, local)
+            case decision.FinishedOnWorker():
+                return await self._finished_on_worker(step, work)
+            case decision.KeepEvicted(cluster=cluster):
+                await self._sync_job(cluster, work.connected[cluster], work.adapter, work.job, work.local)
                 return Result()
-            if state.get("state") == wl.READY:
-                where = (local.get("status") or {}).get("clusterName") or ""
-                message = f'Workload evicted on worker cluster: "{where}", resetting for re-admission'
+            case decision.ResetEvicted():
                 # Kueue writes this one directly rather than through updateACS, hence ". Previously".
-                await self._set_check(local, check_name, wl.RETRY, message, separator=". ")
-                await self._event(local, "Normal", f'{message}. Previously: "Ready"')
+                await self._set_check(work.local, work.check, wl.RETRY, step.message, separator=". ")
+                await self._event(work.local, "Normal", f'{step.message}. Previously: "Ready"')
                 return Result()
+            case decision.CarryPriority(cluster=cluster) | decision.ReplaceCopy(cluster=cluster):
+                await self._bring_copy_in_line(cluster, work, priority_only=isinstance(step, decision.CarryPriority))
+                return Result()
+            case decision.RetryAdmission(message=message):
+                await self._set_check(work.local, work.check, wl.RETRY, message)
+                return Result()
+            case decision.RunOnWinner():
+                return await self._run_on_winner(step, work)
+            case decision.Nominate():
+                return await self._nominate(step, work)
+        raise AssertionError(f"unhandled step {step!r}")
 
-        # 5. A copy whose spec no longer matches: a priority change is carried over, anything else replaces it.
-        for cluster, remote in present.items():
-            if _comparable_spec(remote) == _comparable_spec(local):
-                continue
-            worker_api = connected[cluster].api
-            if _priority_only_change(remote, local) and worker_api is not None:
-                spec = local.get("spec") or {}
-                patch = {"spec": {"priority": spec.get("priority"), "priorityClassRef": spec.get("priorityClassRef")}}
-                await Objects(worker_api, WORKLOADS).patch(key.name, patch, key.namespace)
-                log.info("priority carried to worker", cluster=cluster, workload=str(key))
-            else:
-                log.info("worker copy out of date, replacing it", cluster=cluster, workload=str(key))
-                await self._remove_remote(cluster, adapter, job_key, key)
-            return Result()
+    async def _finished_on_worker(self, step: decision.FinishedOnWorker, work: _Pass) -> Result:
+        connection = work.connected[step.cluster]
+        remote_job, in_sync = await self._sync_job(step.cluster, connection, work.adapter, work.job, work.local,
+                                                   create=False)  # fmt: skip
+        if remote_job is not None and not in_sync:
+            # Over on the worker while the manager object is still held: its final status can only be mirrored
+            # once the hold ends, so nothing is finished or deleted before. Admission is what ends the hold.
+            if work.state.get("state") not in (wl.READY, wl.RETRY, wl.REJECTED):
+                await self._set_admitted(work.local, work.check, work.state, step.cluster)
+            return Result()  # the owner's release brings this Workload back
+        await self._finish(work.local, step.reason, step.message)
+        return Result()
 
-        # 6. The first worker to admit it wins.
-        admitted = wl.earliest_true(present, wl.ADMITTED)
-        if admitted is None and state.get("state") == wl.READY:
-            admitting = (local.get("status") or {}).get("clusterName") or ""
-            if admitting in unavailable:
-                connection = self.connections().get(admitting)
-                lost_since = connection.disconnected_since if connection else None
-                elapsed = time.monotonic() - (lost_since if lost_since is not None else time.monotonic())
-                if lost_timeout - elapsed > 0:
-                    return Result(requeue_after=lost_timeout - elapsed)
-                await self._set_check(local, check_name, wl.RETRY, "Admitting remote lost")
-                return Result()
-            if not admitting:
-                await self._set_check(local, check_name, wl.RETRY, "Admission check is Ready but no admitting "
-                                      "cluster is recorded; this is unexpected, please report it")  # fmt: skip
-                return Result()
-            await self._set_check(local, check_name, wl.RETRY, "Admitting remote no longer exists")
-            return Result()
-        if admitted is not None:
-            winner, _ = admitted
-            losers = [c for c in connected if c != winner and remotes.get(c) is not None]
-            removals = await self.writes.each(
-                key, {c: functools.partial(self._remove_remote, c, adapter, job_key, key) for c in losers}
-            )
-            if wl.is_true(local, wl.EVICTED):
-                await self._deactivate_remote(connected[winner], present[winner], local)
-                _raise_first(removals)
-                return Result()
-            try:
-                remote_job, in_sync = await self._sync_job(winner, connected[winner], adapter, job, local)
-            except WorkerWriteFailed as e:
-                await self._report(local, check_name, adapter, job, {winner: e})
-                raise
+    async def _bring_copy_in_line(self, cluster: str, work: _Pass, *, priority_only: bool) -> None:
+        """A priority change is carried over to the copy in place; anything else replaces the copy."""
+        worker_api = work.connected[cluster].api
+        if priority_only and worker_api is not None:
+            spec = work.local.get("spec") or {}
+            patch = {"spec": {"priority": spec.get("priority"), "priorityClassRef": spec.get("priorityClassRef")}}
+            await Objects(worker_api, WORKLOADS).patch(work.key.name, patch, work.key.namespace)
+            log.info("priority carried to worker", cluster=cluster, workload=str(work.key))
+        else:
+            log.info("worker copy out of date, replacing it", cluster=cluster, workload=str(work.key))
+            await self._remove_remote(cluster, work.adapter, work.job_key, work.key)
+
+    async def _run_on_winner(self, step: decision.RunOnWinner, work: _Pass) -> Result:
+        """The losers' copies go; the winner runs the object (created there, kept in step, its status mirrored)
+        and is recorded; the kind's own ``finished`` predicate, when configured, ends the run."""
+        winner, local = step.winner, work.local
+        removals = await self.writes.each(work.key, {
+            c: functools.partial(self._remove_remote, c, work.adapter, work.job_key, work.key) for c in step.losers
+        })  # fmt: skip
+        if step.deactivate:
+            await self._deactivate_remote(work.connected[winner], work.present[winner], local)
             _raise_first(removals)
-            # The kind's own finished predicate (when configured) ends the run without a worker-side Kueue
-            # integration; only once the final status is on the manager object, so nothing is lost.
-            done = adapter.finished(remote_job) if remote_job is not None and in_sync else None
-            if done is not None and state.get("state") == wl.READY:
-                await self._finish(local, *done)
-                return Result()
-            if state.get("state") not in (wl.RETRY, wl.REJECTED):
-                await self._set_admitted(local, check_name, state, winner)
-            return Result(requeue_after=lost_timeout)
-
-        # 8. Nominate workers and copy the Workload to them.
-        status = local.get("status") or {}
-        if state.get("state") != wl.PENDING or status.get("clusterName"):
             return Result()
-        others = [s for s in status.get("admissionChecks") or [] if s.get("name") != check_name]
-        if any(s.get("state") != wl.READY for s in others):
-            return Result()  # Kueue waits for every other check first (#9866)
-        requeue: float | None = None
-        dispatcher = self.config.multi_kueue.dispatcher_name
-        if dispatcher == DISPATCHER_ALL_AT_ONCE:
-            # A worker that lacks this kind's CRD cannot run it: it is not nominated for it (Kueue instead
-            # marks the whole worker inactive, #3582).
-            nominated = sorted(c for c, conn in connected.items() if conn.serves(adapter.gvk))
-            if sorted(status.get("nominatedClusterNames") or []) != nominated:
-                await self._patch_workload_status(local, {"nominatedClusterNames": nominated or None})
-        elif dispatcher == DISPATCHER_INCREMENTAL:
-            nominated, requeue = await self._nominate_incrementally(local, clusters)
-        else:  # an external dispatcher writes the nominations; this controller follows them
-            nominated = list(status.get("nominatedClusterNames") or [])
-        missing = [c for c in nominated if c not in connected]
+        try:
+            remote_job, in_sync = await self._sync_job(winner, work.connected[winner], work.adapter, work.job, local)
+        except WorkerWriteFailed as e:
+            await self._report(local, work.check, work.adapter, work.job, {winner: e})
+            raise
+        _raise_first(removals)
+        # Only once the final status is on the manager object, so nothing is lost.
+        done = work.adapter.finished(remote_job) if remote_job is not None and in_sync else None
+        if done is not None and work.state.get("state") == wl.READY:
+            await self._finish(local, *done)
+            return Result()
+        if work.state.get("state") not in (wl.RETRY, wl.REJECTED):
+            await self._set_admitted(local, work.check, work.state, winner)
+        return Result(requeue_after=self.config.multi_kueue.worker_lost_timeout)
+
+    async def _nominate(self, step: decision.Nominate, work: _Pass) -> Result:
+        """Write the nominations, copy the Workload to the nominated workers, remove it from the others."""
+        if step.patch:
+            await self._patch_workload_status(work.local, {"nominatedClusterNames": list(step.nominated) or None})
+        if step.round_started is not None:
+            self.rounds[work.key] = step.round_started
         writes: dict[str, Write] = {}
-        for cluster, connection in connected.items():
-            if cluster in nominated and remotes.get(cluster) is None:
-                writes[cluster] = functools.partial(self._copy_workload, cluster, connection, local)
-            elif cluster not in nominated and remotes.get(cluster) is not None:
-                if connection.serves(adapter.gvk) is None:
-                    continue  # not known yet whether it serves the kind: an existing copy is kept, not judged
-                writes[cluster] = functools.partial(self._remove_remote, cluster, adapter, job_key, key)
-        failures = await self.writes.each(key, writes)
-        failures.update((c, e) for c, e in late.items() if c in nominated and remotes.get(c) is None)
-        await self._report(local, check_name, adapter, job, failures)
-        if missing:
-            raise ConnectionError(f"cluster {missing[0]}: no remote client for nominated cluster")
-        return Result(requeue_after=requeue)
+        for cluster in work.connected:
+            if cluster in step.copy_to:
+                writes[cluster] = functools.partial(self._copy_workload, cluster, work.connected[cluster], work.local)
+            elif cluster in step.remove_from:
+                writes[cluster] = functools.partial(self._remove_remote, cluster, work.adapter, work.job_key,
+                                                    work.key)  # fmt: skip
+        failures = await self.writes.each(work.key, writes)
+        failures.update((c, e) for c, e in work.late.items() if c in step.nominated and c not in work.present)
+        await self._report(work.local, work.check, work.adapter, work.job, failures)
+        if step.missing:
+            raise ConnectionError(f"cluster {step.missing[0]}: no remote client for nominated cluster")
+        return Result(requeue_after=step.requeue_after)
 
     async def _surface_worker_news(
         self,
@@ -344,25 +370,6 @@ class WorkloadReconciler:
             said.add(message)
             recent.append(now)
             await self._object_event(adapter, job, type_, message, reason=reason)
-
-    async def _nominate_incrementally(self, local: Object, clusters: list[str]) -> tuple[list[str], float | None]:
-        """Kueue's incremental dispatcher: every round, nominate the next ``stepSize`` workers in config order."""
-        key = ObjectKey.of(local)
-        current = list((local.get("status") or {}).get("nominatedClusterNames") or [])
-        round_length = self.config.dispatcher.incremental_round_timeout
-        started = self.rounds.get(key)
-        now = time.monotonic()
-        if started is not None and now - started <= round_length:
-            return current, round_length - (now - started)
-        remaining = [c for c in clusters if c not in current]
-        if not remaining:
-            return current, None  # Kueue reports "no more workers to nominate"; nothing left to add
-        config = self.config.multi_kueue.incremental_dispatcher_config
-        step = config.step_size if config else 3
-        nominated = current + remaining[:step]
-        await self._patch_workload_status(local, {"nominatedClusterNames": nominated})
-        self.rounds[key] = now
-        return nominated, round_length
 
     async def _copy_workload(self, cluster: str, connection: WorkerConnection, local: Object) -> None:
         """Create the Workload's copy on a worker (one already there from an earlier pass is fine)."""
@@ -746,22 +753,6 @@ def _with_check(local: Object, entry: Object) -> list[Object]:
             states[i] = {**state, **entry}
             return states
     return [*states, entry]
-
-
-def _comparable_spec(workload: Object) -> Object:
-    spec = dict(workload.get("spec") or {})
-    spec.pop("preemptionGates", None)  # the manager's gates are not the worker's (orchestrated preemption)
-    return spec
-
-
-def _priority_only_change(remote: Object, local: Object) -> bool:
-    def without_priority(workload: Object) -> Object:
-        spec = _comparable_spec(workload)
-        spec.pop("priority", None)
-        spec.pop("priorityClassRef", None)
-        return spec
-
-    return without_priority(remote) == without_priority(local)
 
 
 def _cluster_queue(workload: Object) -> str:

@@ -11,6 +11,7 @@ differences from Kueue's ``ReconcileGenericJob`` are deliberate:
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -113,79 +114,109 @@ def decide(obj: Object, workload: Object | None, adapter: Adapter) -> Decision:
         return Decision(Step.NOTHING, "no queue-name label: not queued")
     now = state(obj, integration)
     done, succeeded = finished(obj, adapter)
-
     if workload is None:
-        if done:
-            return Decision(Step.NOTHING, "finished before it had a Workload")
-        if now is State.RUNNING:
-            if _started(obj, integration):
-                # Started before it was queued (the webhook was absent): Kueue waits for it to end; so does this.
-                return Decision(Step.NOTHING, "already running before it was queued: left alone")
-            return Decision(Step.HOLD, "not admitted yet: held for the queue")
-        if prebuilt:
-            return Decision(Step.WAIT_FOR_PREBUILT, f"waiting for the prebuilt Workload {prebuilt}")
-        if now is State.HELD:
-            if HELD_ANNOTATION not in (obj["metadata"].get("annotations") or {}):
-                return Decision(Step.MARK_HELD, "suspended for the queue")
-            return Decision(Step.CREATE_WORKLOAD, "queued")
-        if now is State.USER_HELD:
-            return Decision(Step.CREATE_WORKLOAD, "suspended by its user: queued inactive", active=False)
-        return Decision(Step.NOTHING, f"{now.value}: left to the kind's controller")
-
-    wl_meta = workload["metadata"]
-    if prebuilt:
-        owner = controller_uid(workload)
-        if owner is None:
-            return Decision(Step.ADOPT, f"prebuilt Workload {prebuilt} adopted")
-        if owner != obj["metadata"]["uid"]:
-            return Decision(Step.NOTHING, f"prebuilt Workload {prebuilt} belongs to another object")
-        if not is_true(workload, "Finished"):
-            try:
-                in_sync = equivalent(workload, pod_sets(obj, integration))
-            except InvalidObject:
-                in_sync = False
-            if not in_sync:
-                return Decision(Step.OUT_OF_SYNC, f"prebuilt Workload {prebuilt} has other pod sets than the object")
-    wl_finished = is_true(workload, "Finished")
-    if done:
-        if not wl_finished:
-            return Decision(Step.FINISH, "the object finished", succeeded=succeeded)
-        if wl_meta.get("finalizers"):
-            return Decision(Step.REMOVE_FINALIZER, "finished")
-        return Decision(Step.NOTHING, "finished")
-    if wl_finished:
-        if wl_meta.get("finalizers"):
-            return Decision(Step.REMOVE_FINALIZER, "the Workload is finished")
-        return Decision(Step.NOTHING, "the Workload is finished")
-
-    evicted = find((workload.get("status") or {}).get("conditions"), "Evicted")
-    if evicted is not None and evicted.get("status") == "True":
-        if now is State.RUNNING:
-            return Decision(Step.STOP, f"evicted: {evicted.get('message', '')}")
-        if is_true(workload, "QuotaReserved") and not _active(obj, integration, now):
-            return Decision(Step.RELEASE, "evicted, and nothing runs: quota released for requeueing")
-        return Decision(Step.NOTHING, "evicted: waiting for the run to stop")
-
-    spec = workload.get("spec") or {}
-    if now is State.USER_HELD:
-        if spec.get("active") is not False:
-            return Decision(Step.DEACTIVATE, "suspended by its user: the Workload is deactivated")
-        return Decision(Step.NOTHING, "suspended by its user")
-    if now is State.HELD:
-        if HELD_ANNOTATION not in (obj["metadata"].get("annotations") or {}):
-            return Decision(Step.MARK_HELD, "suspended for the queue")
-        if spec.get("active") is False:
-            return Decision(Step.ACTIVATE, "released by its user: queued again")
-        if admitted(workload):
-            return Decision(Step.RUN, "admitted")
-        if not is_true(workload, "QuotaReserved") and spec.get("queueName") != queue_name(obj) and queue_name(obj):
-            return Decision(Step.UPDATE_QUEUE, f"queue-name changed to {queue_name(obj)}")
-        return Decision(Step.NOTHING, "waiting for admission")
+        return _without_workload(obj, integration, now, done, prebuilt)
+    rules: tuple[Callable[[], Decision | None], ...] = (
+        lambda: _prebuilt(obj, workload, integration, prebuilt),
+        lambda: _over(workload, done, succeeded),
+        lambda: _evicted(obj, workload, integration, now),
+        lambda: _held(obj, workload, now),
+    )
+    for rule in rules:
+        decision = rule()
+        if decision is not None:
+            return decision
     if now is State.RUNNING and not admitted(workload):
         if _started(obj, integration) and integration.suspend.stop != integration.suspend.value:
             return Decision(Step.STOP, "running but not admitted: stopped")
         return Decision(Step.HOLD, "not admitted: held for the queue")
     return Decision(Step.NOTHING, f"{now.value} with an admitted Workload")
+
+
+def _without_workload(obj: Object, integration: Integration, now: State, done: bool, prebuilt: str
+                      ) -> Decision:  # fmt: skip
+    if done:
+        return Decision(Step.NOTHING, "finished before it had a Workload")
+    if now is State.RUNNING:
+        if _started(obj, integration):
+            # Started before it was queued (the webhook was absent): Kueue waits for it to end; so does this.
+            return Decision(Step.NOTHING, "already running before it was queued: left alone")
+        return Decision(Step.HOLD, "not admitted yet: held for the queue")
+    if prebuilt:
+        return Decision(Step.WAIT_FOR_PREBUILT, f"waiting for the prebuilt Workload {prebuilt}")
+    if now is State.HELD:
+        if HELD_ANNOTATION not in (obj["metadata"].get("annotations") or {}):
+            return Decision(Step.MARK_HELD, "suspended for the queue")
+        return Decision(Step.CREATE_WORKLOAD, "queued")
+    if now is State.USER_HELD:
+        return Decision(Step.CREATE_WORKLOAD, "suspended by its user: queued inactive", active=False)
+    return Decision(Step.NOTHING, f"{now.value}: left to the kind's controller")
+
+
+def _prebuilt(obj: Object, workload: Object, integration: Integration, prebuilt: str) -> Decision | None:
+    """A worker copy and the Workload MultiKueue prebuilt for it: adopted, and kept to the same pod sets."""
+    if not prebuilt:
+        return None
+    owner = controller_uid(workload)
+    if owner is None:
+        return Decision(Step.ADOPT, f"prebuilt Workload {prebuilt} adopted")
+    if owner != obj["metadata"]["uid"]:
+        return Decision(Step.NOTHING, f"prebuilt Workload {prebuilt} belongs to another object")
+    if is_true(workload, "Finished"):
+        return None
+    try:
+        in_sync = equivalent(workload, pod_sets(obj, integration))
+    except InvalidObject:
+        in_sync = False
+    if not in_sync:
+        return Decision(Step.OUT_OF_SYNC, f"prebuilt Workload {prebuilt} has other pod sets than the object")
+    return None
+
+
+def _over(workload: Object, done: bool, succeeded: bool) -> Decision | None:
+    """The object or its Workload finished."""
+    wl_finished = is_true(workload, "Finished")
+    finalizers = workload["metadata"].get("finalizers")
+    if done:
+        if not wl_finished:
+            return Decision(Step.FINISH, "the object finished", succeeded=succeeded)
+        return Decision(Step.REMOVE_FINALIZER, "finished") if finalizers else Decision(Step.NOTHING, "finished")
+    if wl_finished:
+        if finalizers:
+            return Decision(Step.REMOVE_FINALIZER, "the Workload is finished")
+        return Decision(Step.NOTHING, "the Workload is finished")
+    return None
+
+
+def _evicted(obj: Object, workload: Object, integration: Integration, now: State) -> Decision | None:
+    evicted = find((workload.get("status") or {}).get("conditions"), "Evicted")
+    if evicted is None or evicted.get("status") != "True":
+        return None
+    if now is State.RUNNING:
+        return Decision(Step.STOP, f"evicted: {evicted.get('message', '')}")
+    if is_true(workload, "QuotaReserved") and not _active(obj, integration, now):
+        return Decision(Step.RELEASE, "evicted, and nothing runs: quota released for requeueing")
+    return Decision(Step.NOTHING, "evicted: waiting for the run to stop")
+
+
+def _held(obj: Object, workload: Object, now: State) -> Decision | None:
+    """Suspended by its user (the Workload deactivated) or for the queue (run once admitted)."""
+    spec = workload.get("spec") or {}
+    if now is State.USER_HELD:
+        if spec.get("active") is not False:
+            return Decision(Step.DEACTIVATE, "suspended by its user: the Workload is deactivated")
+        return Decision(Step.NOTHING, "suspended by its user")
+    if now is not State.HELD:
+        return None
+    if HELD_ANNOTATION not in (obj["metadata"].get("annotations") or {}):
+        return Decision(Step.MARK_HELD, "suspended for the queue")
+    if spec.get("active") is False:
+        return Decision(Step.ACTIVATE, "released by its user: queued again")
+    if admitted(workload):
+        return Decision(Step.RUN, "admitted")
+    if not is_true(workload, "QuotaReserved") and spec.get("queueName") != queue_name(obj) and queue_name(obj):
+        return Decision(Step.UPDATE_QUEUE, f"queue-name changed to {queue_name(obj)}")
+    return Decision(Step.NOTHING, "waiting for admission")
 
 
 def _nested(path: str, value: Any) -> Object:

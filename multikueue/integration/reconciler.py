@@ -11,7 +11,6 @@ from typing import Any
 
 import anyio
 import structlog
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from multikueue.clusters.connections import discover_later
 from multikueue.config import Configuration, GroupVersionKind
@@ -20,6 +19,7 @@ from multikueue.integration.lifecycle import Decision, Step, decide, finished_st
 from multikueue.kube import events
 from multikueue.kube.client import ApiClient
 from multikueue.kube.discovery import KindUnavailable, discover_resource
+from multikueue.kube.errors import ApiException
 from multikueue.kube.resources import KUEUE, WORKLOADS, Objects, Resource
 from multikueue.labels import PRIORITY_CLASS_LABEL, RESOURCE_IN_USE_FINALIZER
 from multikueue.runtime.controller import Controller, ControllerObserver, Result

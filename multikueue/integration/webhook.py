@@ -20,12 +20,12 @@ from typing import Any
 import structlog
 from aiohttp import web
 from cryptography import x509
-from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from multikueue.config import GroupVersionKind, Integration, Webhook
 from multikueue.integration.lifecycle import admission_patch
-from multikueue.kube.client import ApiClient, raw_body
+from multikueue.kube import core
+from multikueue.kube.client import ApiClient
+from multikueue.kube.errors import ApiException
 from multikueue.pki import CertificateAuthority, KeyPair
 
 log = structlog.get_logger(__name__)
@@ -70,12 +70,12 @@ _RENEW_BEFORE = datetime.timedelta(days=30)
 HOSTS_ANNOTATION = "multikueue.x-k8s.io/webhook-hosts"
 
 
-def _usable(secret: Any, hosts: tuple[str, ...]) -> bool:
+def _usable(secret: dict[str, Any], hosts: tuple[str, ...]) -> bool:
     """A generated Secret for these hosts, valid for more than ``_RENEW_BEFORE``."""
-    data = secret.data or {}
+    data = secret.get("data") or {}
     if not all(k in data for k in ("ca.crt", "tls.crt", "tls.key")):
         return False
-    if ((secret.metadata.annotations or {}).get(HOSTS_ANNOTATION)) != ",".join(hosts):
+    if ((secret.get("metadata") or {}).get("annotations") or {}).get(HOSTS_ANNOTATION) != ",".join(hosts):
         return False
     cert = x509.load_pem_x509_certificate(base64.b64decode(data["tls.crt"]))
     return cert.not_valid_after_utc - datetime.datetime.now(datetime.UTC) > _RENEW_BEFORE
@@ -103,26 +103,24 @@ async def generated_secret(api: ApiClient, namespace: str, options: Webhook) -> 
 
     Each replica generating its own would leave the caBundle trusting only the last one to start.
     """
-    core: Any = k8s_client.CoreV1Api(api)
     name = options.secret_name
     for _ in range(5):  # a conflict means another replica wrote it first: read theirs
+        secret: dict[str, Any] | None
         try:
-            secret = await core.read_namespaced_secret(name, namespace)
+            secret = await core.read_secret(api, namespace, name)
         except ApiException as e:
             if e.status != 404:
                 raise
             secret = None
         if secret is not None and _usable(secret, options.hosts):
-            return {k: base64.b64decode(v) for k, v in secret.data.items()}
+            return {k: base64.b64decode(v) for k, v in secret["data"].items()}
         body: dict[str, Any] = {"metadata": {"name": name, "namespace": namespace,
                              "annotations": {HOSTS_ANNOTATION: ",".join(options.hosts)}},
                 "type": "kubernetes.io/tls", "data": _generate(options.hosts)}  # fmt: skip
+        if secret is not None:
+            body["metadata"]["resourceVersion"] = secret["metadata"]["resourceVersion"]
         try:
-            if secret is None:
-                await core.create_namespaced_secret(namespace, raw_body(body))
-            else:
-                body["metadata"]["resourceVersion"] = secret.metadata.resource_version
-                await core.replace_namespaced_secret(name, namespace, raw_body(body))
+            await core.write_secret(api, namespace, body, replace=secret is not None)
         except ApiException as e:
             if e.status != 409:
                 raise
@@ -151,20 +149,13 @@ async def serving_material(options: Webhook, api: ApiClient | None, namespace: s
 
 async def inject_ca_bundle(api: ApiClient, name: str, ca_pem: bytes) -> None:
     """Write the generated CA into every webhook of the MutatingWebhookConfiguration ``name``."""
-    admission: Any = k8s_client.AdmissionregistrationV1Api(api)
     try:
-        current = await admission.read_mutating_webhook_configuration(name)
+        count = await core.inject_mutating_ca_bundle(api, name, base64.b64encode(ca_pem).decode())
     except ApiException as e:
         log.warning("webhook configuration not found; its caBundle is not set (the fallback holds objects)",
                     name=name, error=f"HTTP {e.status}")  # fmt: skip
         return
-    bundle = base64.b64encode(ca_pem).decode()
-    webhooks = [{"name": w.name, "clientConfig": {"caBundle": bundle}} for w in current.webhooks or []]
-    # A strategic merge patch keyed by webhook name: only caBundle changes.
-    await admission.patch_mutating_webhook_configuration(
-        name, raw_body({"webhooks": webhooks}), _content_type="application/strategic-merge-patch+json"
-    )
-    log.info("webhook CA bundle written", configuration=name, webhooks=len(webhooks))
+    log.info("webhook CA bundle written", configuration=name, webhooks=count)
 
 
 class WebhookServer:

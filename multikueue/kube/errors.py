@@ -9,7 +9,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-from kubernetes_asyncio.client.exceptions import ApiException
+# The client's own exception types, re-exported: code outside kube/ catches them from here, never from the client.
+from kubernetes_asyncio.client.exceptions import ApiException as ApiException
+from kubernetes_asyncio.config.config_exception import ConfigException as KubeconfigError
+
+__all__ = ["REFUSALS", "ApiError", "ApiException", "KubeconfigError", "api_error", "describe", "status_of"]
 
 REFUSALS = frozenset({400, 403, 404, 422})
 """Answers that say "this cluster will not take this object" (bad request, forbidden, namespace missing, invalid):

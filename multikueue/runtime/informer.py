@@ -21,9 +21,8 @@ from typing import Any, Protocol
 import aiohttp
 import anyio
 import structlog
-from kubernetes_asyncio.client.exceptions import ApiException
 
-from multikueue.kube.errors import describe
+from multikueue.kube.errors import ApiException, describe
 from multikueue.runtime.workqueue import Backoff
 
 Object = dict[str, Any]

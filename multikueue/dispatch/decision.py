@@ -1,0 +1,259 @@
+"""Kueue mode's MultiKueue state machine as a decision: what one pass over a manager Workload does, as data.
+
+``decide`` reads a frozen snapshot (``Group``) of everything a pass looks at (the manager Workload and this
+controller's check, the copies on the connected workers, which workers are connected, lost and since when, the
+dispatcher mode and the clock) and returns one ``Step``; ``WorkloadReconciler`` carries it out. The order is that
+of Kueue's ``reconcileGroup``:
+
+1. finished, or without quota: nothing may run anywhere (``RemoveEverywhere``);
+2. a worker finished it: out of sync (``ResetOutOfSync``), else its final status is mirrored and the Workload
+   finished (``FinishedOnWorker``);
+3. a worker evicted it (``KeepEvicted`` while the manager's is evicted too, else ``ResetEvicted``);
+4. a copy whose spec no longer matches (``CarryPriority`` or ``ReplaceCopy``);
+5. the first worker to admit it wins (``RunOnWinner``); the admitting worker gone or lost for longer than
+   ``workerLostTimeout`` resets the check (``RetryAdmission``), lost for less waits (``Wait``);
+6. otherwise workers are nominated (AllAtOnce, Incremental, or an external dispatcher's) and the Workload copied
+   to them (``Nominate``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from multikueue.config import DISPATCHER_ALL_AT_ONCE, DISPATCHER_INCREMENTAL
+from multikueue.dispatch import workloads as wl
+
+Object = dict[str, Any]
+UNEXPECTED_READY = "Admission check is Ready but no admitting cluster is recorded; this is unexpected, please report it"
+
+
+@dataclass(frozen=True)
+class Group:
+    """What one pass knows about a manager Workload. Times are seconds on one monotonic clock."""
+
+    local: Object  # the manager Workload
+    check: str  # this controller's admission check on it
+    clusters: tuple[str, ...]  # the check's workers, in MultiKueueConfig order
+    connected: tuple[str, ...]  # those connected now, in the same order
+    remotes: Mapping[str, Object]  # the copy on each connected worker that has one
+    serving: Mapping[str, bool | None] = field(default_factory=dict)  # worker serves the kind (None: unknown yet)
+    lost_since: Mapping[str, float | None] = field(default_factory=dict)  # when each unconnected worker dropped
+    now: float = 0.0
+    lost_timeout: float = 900.0
+    dispatcher: str = DISPATCHER_ALL_AT_ONCE
+    round_started: float | None = None  # Incremental: when this Workload's current round began
+    round_length: float = 300.0
+    step_size: int = 3
+
+    @property
+    def state(self) -> Object:
+        return wl.check_state(self.local, self.check) or {}
+
+    @property
+    def status(self) -> Object:
+        return self.local.get("status") or {}
+
+    @property
+    def unavailable(self) -> tuple[str, ...]:
+        return tuple(c for c in self.clusters if c not in self.connected)
+
+
+@dataclass(frozen=True)
+class Wait:
+    """Nothing to do now (look again after ``requeue_after`` seconds, if set)."""
+
+    requeue_after: float | None = None
+
+
+@dataclass(frozen=True)
+class RemoveEverywhere:
+    requeue_after: float | None = None
+
+
+@dataclass(frozen=True)
+class ResetOutOfSync:
+    cluster: str
+
+    @property
+    def message(self) -> str:
+        return (f'Remote workload on worker cluster "{self.cluster}" is out of sync with its user job, '
+                "resetting for re-dispatch")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class FinishedOnWorker:
+    cluster: str
+    reason: str
+    message: str
+
+
+@dataclass(frozen=True)
+class KeepEvicted:
+    """Evicted on the manager too: the worker's object is kept in step (its status mirrored)."""
+
+    cluster: str
+
+
+@dataclass(frozen=True)
+class ResetEvicted:
+    where: str  # the manager's recorded cluster
+
+    @property
+    def message(self) -> str:
+        return f'Workload evicted on worker cluster: "{self.where}", resetting for re-admission'
+
+
+@dataclass(frozen=True)
+class CarryPriority:
+    cluster: str
+
+
+@dataclass(frozen=True)
+class ReplaceCopy:
+    cluster: str
+
+
+@dataclass(frozen=True)
+class RetryAdmission:
+    message: str
+
+
+@dataclass(frozen=True)
+class RunOnWinner:
+    winner: str
+    losers: tuple[str, ...]  # connected workers holding a copy that lost the race
+    deactivate: bool  # the manager's Workload is evicted: the winner's copy is deactivated, nothing else
+
+
+@dataclass(frozen=True)
+class Nominate:
+    nominated: tuple[str, ...]
+    patch: bool  # write ``nominated`` to the Workload's status
+    copy_to: tuple[str, ...]
+    remove_from: tuple[str, ...]
+    missing: tuple[str, ...]  # nominated but not connected: retried
+    requeue_after: float | None = None
+    round_started: float | None = None  # Incremental: a new round began at this time
+
+
+Step = (
+    Wait | RemoveEverywhere | ResetOutOfSync | FinishedOnWorker | KeepEvicted | ResetEvicted | CarryPriority
+    | ReplaceCopy | RetryAdmission | RunOnWinner | Nominate
+)  # fmt: skip
+
+
+def decide(group: Group) -> Step:
+    """The one step this pass takes, in Kueue's order (see the module's docstring)."""
+    local = group.local
+    if wl.is_true(local, wl.FINISHED) or not wl.is_true(local, wl.QUOTA_RESERVED):
+        return RemoveEverywhere(group.lost_timeout if group.unavailable else None)
+    for rule in (_finished, _evicted, _stale_copy, _winner):
+        step = rule(group)
+        if step is not None:
+            return step
+    return _nominate(group)
+
+
+def _finished(group: Group) -> Step | None:
+    finished = wl.earliest_true(dict(group.remotes), wl.FINISHED)
+    if finished is None:
+        return None
+    cluster, condition = finished
+    if condition.get("reason") == wl.OUT_OF_SYNC:
+        return ResetOutOfSync(cluster) if group.state.get("state") == wl.READY else Wait()
+    return FinishedOnWorker(cluster, str(condition.get("reason") or ""), str(condition.get("message") or ""))
+
+
+def _evicted(group: Group) -> Step | None:
+    evicted = wl.earliest_true(dict(group.remotes), wl.EVICTED)
+    if evicted is None:
+        return None
+    if wl.is_true(group.local, wl.EVICTED):
+        return KeepEvicted(evicted[0])
+    if group.state.get("state") == wl.READY:
+        return ResetEvicted(str(group.status.get("clusterName") or ""))
+    return None  # evicted there while the check waits: the race goes on
+
+
+def _stale_copy(group: Group) -> Step | None:
+    for cluster, remote in group.remotes.items():
+        if comparable_spec(remote) == comparable_spec(group.local):
+            continue
+        return CarryPriority(cluster) if priority_only_change(remote, group.local) else ReplaceCopy(cluster)
+    return None
+
+
+def _winner(group: Group) -> Step | None:
+    admitted = wl.earliest_true(dict(group.remotes), wl.ADMITTED)
+    if admitted is not None:
+        winner = admitted[0]
+        losers = tuple(c for c in group.connected if c != winner and c in group.remotes)
+        return RunOnWinner(winner, losers, deactivate=wl.is_true(group.local, wl.EVICTED))
+    if group.state.get("state") != wl.READY:
+        return None
+    admitting = str(group.status.get("clusterName") or "")
+    if admitting in group.unavailable:
+        since = group.lost_since.get(admitting)
+        left = group.lost_timeout - (group.now - since if since is not None else 0.0)
+        return Wait(left) if left > 0 else RetryAdmission("Admitting remote lost")
+    if not admitting:
+        return RetryAdmission(UNEXPECTED_READY)
+    return RetryAdmission("Admitting remote no longer exists")
+
+
+def _nominate(group: Group) -> Step:
+    if group.state.get("state") != wl.PENDING or group.status.get("clusterName"):
+        return Wait()
+    others = [s for s in group.status.get("admissionChecks") or [] if s.get("name") != group.check]
+    if any(s.get("state") != wl.READY for s in others):
+        return Wait()  # Kueue waits for every other check first (#9866)
+    nominated, patch, requeue, started = _nominations(group)
+    copy_to = tuple(c for c in group.connected if c in nominated and c not in group.remotes)
+    # A copy on a worker not known yet to serve the kind is kept, not judged.
+    known = [c for c in group.connected if group.serving.get(c) is not None]
+    remove_from = tuple(c for c in known if c not in nominated and c in group.remotes)
+    missing = tuple(c for c in nominated if c not in group.connected)
+    return Nominate(nominated, patch, copy_to, remove_from, missing, requeue, started)
+
+
+def _nominations(group: Group) -> tuple[tuple[str, ...], bool, float | None, float | None]:
+    """(nominated, whether to write them, when to look again, when a new Incremental round began)."""
+    current = tuple(group.status.get("nominatedClusterNames") or ())
+    if group.dispatcher == DISPATCHER_ALL_AT_ONCE:
+        # A worker that lacks this kind's CRD cannot run it: it is not nominated for it (Kueue instead marks the
+        # whole worker inactive, #3582).
+        nominated = tuple(sorted(c for c in group.connected if group.serving.get(c)))
+        return nominated, tuple(sorted(current)) != nominated, None, None
+    if group.dispatcher == DISPATCHER_INCREMENTAL:
+        return _next_round(group, current)
+    return current, False, None, None  # an external dispatcher writes the nominations; they are followed
+
+
+def _next_round(group: Group, current: tuple[str, ...]) -> tuple[tuple[str, ...], bool, float | None, float | None]:
+    """Kueue's incremental dispatcher: every round, nominate the next ``stepSize`` workers in config order.
+    Returns (nominated, whether to write them, when to look again, when a new round began)."""
+    started = group.round_started
+    if started is not None and group.now - started <= group.round_length:
+        return current, False, group.round_length - (group.now - started), None
+    remaining = [c for c in group.clusters if c not in current]
+    if not remaining:
+        return current, False, None, None  # Kueue reports "no more workers to nominate"; nothing left to add
+    return (*current, *remaining[: group.step_size]), True, group.round_length, group.now
+
+
+def comparable_spec(workload: Object) -> Object:
+    spec = dict(workload.get("spec") or {})
+    spec.pop("preemptionGates", None)  # the manager's gates are not the worker's (orchestrated preemption)
+    return spec
+
+
+def priority_only_change(remote: Object, local: Object) -> bool:
+    def without_priority(workload: Object) -> Object:
+        spec = comparable_spec(workload)
+        spec.pop("priority", None)
+        spec.pop("priorityClassRef", None)
+        return spec
+
+    return without_priority(remote) == without_priority(local)

@@ -1,0 +1,270 @@
+"""Kueue mode's state machine as a decision (``dispatch/decision.py``): one table row per branch, in the style of
+Kueue's ``workload_test.go``. No API server and no waiting: the clock is a number in the snapshot."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from multikueue.config import DISPATCHER_ALL_AT_ONCE, DISPATCHER_INCREMENTAL
+from multikueue.dispatch import decision as d
+
+Object = dict[str, Any]
+CHECK = "ac"
+SPEC: Object = {"queueName": "q", "podSets": [{"name": "main", "count": 1}]}
+
+
+def cond(
+    kind: str, status: str = "True", reason: str = "", message: str = "", at: str = "2026-01-01T00:00:00Z"
+) -> Object:
+    return {"type": kind, "status": status, "reason": reason or kind, "message": message, "lastTransitionTime": at}
+
+
+def workload(
+    *conditions: Object,
+    state: str = "Pending",
+    cluster: str | None = None,
+    nominated: list[str] | None = None,
+    others: tuple[str, ...] = (),
+    spec: Object | None = None,
+) -> Object:
+    status: Object = {
+        "conditions": list(conditions),
+        "admissionChecks": [{"name": CHECK, "state": state}, *({"name": f"other-{s}", "state": s} for s in others)],
+    }
+    if cluster is not None:
+        status["clusterName"] = cluster
+    if nominated is not None:
+        status["nominatedClusterNames"] = nominated
+    return {"metadata": {"name": "wl", "namespace": "ns"}, "spec": dict(spec or SPEC), "status": status}
+
+
+RESERVED = cond("QuotaReserved")
+
+
+def copy_(*conditions: Object, spec: Object | None = None) -> Object:
+    return workload(*conditions, spec=spec)
+
+
+def group(local: Object, remotes: dict[str, Object] | None = None, **kwargs: Any) -> d.Group:
+    options: dict[str, Any] = {
+        "clusters": ("w1", "w2"),
+        "connected": ("w1", "w2"),
+        "serving": {"w1": True, "w2": True},
+        "now": 1000.0,
+        "lost_timeout": 900.0,
+    }
+    options.update(kwargs)
+    return d.Group(local=local, check=CHECK, remotes=remotes or {}, **options)
+
+
+CASES: list[tuple[str, d.Group, d.Step]] = [
+    # 1. Finished, or without quota: nothing may run anywhere.
+    ("finished on the manager", group(workload(RESERVED, cond("Finished"))), d.RemoveEverywhere(None)),
+    ("no quota", group(workload(), {"w1": copy_()}), d.RemoveEverywhere(None)),
+    (
+        "no quota, a worker lost: looked at again after the lost timeout",
+        group(workload(), connected=("w1",)),
+        d.RemoveEverywhere(900.0),
+    ),
+    # 2. A worker finished it.
+    (
+        "finished on a worker",
+        group(
+            workload(RESERVED, state="Ready", cluster="w2"),
+            {"w2": copy_(cond("Finished", reason="Succeeded", message="done"))},
+        ),
+        d.FinishedOnWorker("w2", "Succeeded", "done"),
+    ),
+    (
+        "the earliest finish wins",
+        group(
+            workload(RESERVED, state="Ready"),
+            {
+                "w1": copy_(cond("Finished", reason="Failed", at="2026-01-01T00:00:09Z")),
+                "w2": copy_(cond("Finished", reason="Succeeded", at="2026-01-01T00:00:01Z")),
+            },
+        ),
+        d.FinishedOnWorker("w2", "Succeeded", ""),
+    ),
+    (
+        "out of sync while Ready",
+        group(workload(RESERVED, state="Ready", cluster="w1"), {"w1": copy_(cond("Finished", reason="OutOfSync"))}),
+        d.ResetOutOfSync("w1"),
+    ),
+    (
+        "out of sync while Pending",
+        group(workload(RESERVED), {"w1": copy_(cond("Finished", reason="OutOfSync"))}),
+        d.Wait(),
+    ),
+    # 3. A worker evicted it.
+    (
+        "evicted on both sides",
+        group(workload(RESERVED, cond("Evicted"), state="Ready", cluster="w1"), {"w1": copy_(cond("Evicted"))}),
+        d.KeepEvicted("w1"),
+    ),
+    (
+        "evicted on the worker while Ready",
+        group(workload(RESERVED, state="Ready", cluster="w1"), {"w1": copy_(cond("Evicted"))}),
+        d.ResetEvicted("w1"),
+    ),
+    (
+        "evicted on a worker while Pending: the race goes on",
+        group(workload(RESERVED, nominated=["w1", "w2"]), {"w1": copy_(cond("Evicted")), "w2": copy_()}),
+        d.Nominate(("w1", "w2"), False, (), (), ()),
+    ),
+    # 4. A copy whose spec no longer matches.
+    (
+        "a priority change",
+        group(workload(RESERVED, spec={**SPEC, "priority": 5}), {"w1": copy_()}),
+        d.CarryPriority("w1"),
+    ),
+    (
+        "any other change",
+        group(workload(RESERVED, spec={**SPEC, "queueName": "other"}), {"w1": copy_()}),
+        d.ReplaceCopy("w1"),
+    ),
+    (
+        "preemption gates are the manager's own",
+        group(
+            workload(RESERVED, spec={**SPEC, "preemptionGates": [{"name": "g"}]}, nominated=["w1", "w2"]),
+            {"w1": copy_(), "w2": copy_()},
+        ),
+        d.Nominate(("w1", "w2"), False, (), (), ()),
+    ),
+    # 5. The first worker to admit it wins.
+    (
+        "admitted on w2: w1's copy goes",
+        group(workload(RESERVED), {"w1": copy_(), "w2": copy_(cond("Admitted"))}),
+        d.RunOnWinner("w2", ("w1",), deactivate=False),
+    ),
+    (
+        "the earliest admission wins",
+        group(
+            workload(RESERVED),
+            {
+                "w1": copy_(cond("Admitted", at="2026-01-01T00:00:05Z")),
+                "w2": copy_(cond("Admitted", at="2026-01-01T00:00:02Z")),
+            },
+        ),
+        d.RunOnWinner("w2", ("w1",), deactivate=False),
+    ),
+    (
+        "admitted, evicted on the manager: deactivated there",
+        group(
+            workload(RESERVED, cond("Evicted"), state="Ready", cluster="w1"),
+            {"w1": copy_(cond("Admitted"))},
+        ),
+        d.RunOnWinner("w1", (), deactivate=True),
+    ),
+    (
+        "Ready, the admitting worker lost for less than the timeout",
+        group(workload(RESERVED, state="Ready", cluster="w2"), connected=("w1",), lost_since={"w2": 900.0}),
+        d.Wait(800.0),
+    ),
+    (
+        "Ready, the admitting worker lost for longer",
+        group(workload(RESERVED, state="Ready", cluster="w2"), connected=("w1",), lost_since={"w2": 50.0}),
+        d.RetryAdmission("Admitting remote lost"),
+    ),
+    (
+        "Ready, the admitting worker never seen since start: the full timeout",
+        group(workload(RESERVED, state="Ready", cluster="w2"), connected=("w1",)),
+        d.Wait(900.0),
+    ),
+    (
+        "Ready, the admitting copy gone",
+        group(workload(RESERVED, state="Ready", cluster="w1")),
+        d.RetryAdmission("Admitting remote no longer exists"),
+    ),
+    ("Ready with no admitting cluster", group(workload(RESERVED, state="Ready")), d.RetryAdmission(d.UNEXPECTED_READY)),
+    # 6. Nominate and copy.
+    (
+        "AllAtOnce: every connected worker",
+        group(workload(RESERVED)),
+        d.Nominate(("w1", "w2"), True, ("w1", "w2"), (), ()),
+    ),
+    (
+        "AllAtOnce: already nominated and copied",
+        group(workload(RESERVED, nominated=["w2", "w1"]), {"w1": copy_(), "w2": copy_()}),
+        d.Nominate(("w1", "w2"), False, (), (), ()),
+    ),
+    (
+        "AllAtOnce: a worker without the kind is not nominated, its copy removed",
+        group(
+            workload(RESERVED, nominated=["w1", "w2"]),
+            {"w1": copy_(), "w2": copy_()},
+            serving={"w1": True, "w2": False},
+        ),
+        d.Nominate(("w1",), True, (), ("w2",), ()),
+    ),
+    (
+        "AllAtOnce: a worker not known yet to serve the kind keeps its copy",
+        group(workload(RESERVED, nominated=["w1"]), {"w1": copy_(), "w2": copy_()}, serving={"w1": True, "w2": None}),
+        d.Nominate(("w1",), False, (), (), ()),
+    ),
+    (
+        "AllAtOnce: a lost worker is not nominated",
+        group(workload(RESERVED), connected=("w1",)),
+        d.Nominate(("w1",), True, ("w1",), (), ()),
+    ),
+    ("another check not Ready yet", group(workload(RESERVED, others=("Pending",))), d.Wait()),
+    (
+        "another check Ready",
+        group(workload(RESERVED, others=("Ready",))),
+        d.Nominate(("w1", "w2"), True, ("w1", "w2"), (), ()),
+    ),
+    ("Pending with a cluster recorded", group(workload(RESERVED, cluster="w1")), d.Wait()),
+    ("Retry: nothing until Kueue resets it", group(workload(RESERVED, state="Retry")), d.Wait()),
+    (
+        "external dispatcher: its nominations, a missing worker retried",
+        group(workload(RESERVED, nominated=["w2", "w3"]), dispatcher="example.com/mine", clusters=("w1", "w2", "w3")),
+        d.Nominate(("w2", "w3"), False, ("w2",), (), ("w3",)),
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "given", "expected"), CASES, ids=[c[0] for c in CASES])
+def test_decide(name: str, given: d.Group, expected: d.Step) -> None:
+    assert d.decide(given) == expected
+
+
+INCREMENTAL: dict[str, Any] = {
+    "dispatcher": DISPATCHER_INCREMENTAL,
+    "clusters": ("w1", "w2", "w3"),
+    "connected": ("w1", "w2", "w3"),
+    "step_size": 1,
+    "round_length": 300.0,
+    "now": 1000.0,
+}
+
+
+@pytest.mark.parametrize(
+    ("name", "nominated", "round_started", "expected"),
+    [
+        ("the first round", None, None, d.Nominate(("w1",), True, ("w1",), (), (), 300.0, 1000.0)),
+        ("within a round: wait for its end", ["w1"], 900.0, d.Nominate(("w1",), False, ("w1",), (), (), 200.0)),
+        (
+            "the round is over: one more",
+            ["w1"],
+            600.0,
+            d.Nominate(("w1", "w2"), True, ("w1", "w2"), (), (), 300.0, 1000.0),
+        ),
+        (
+            "every worker nominated",
+            ["w1", "w2", "w3"],
+            600.0,
+            d.Nominate(("w1", "w2", "w3"), False, ("w1", "w2", "w3"), (), ()),
+        ),
+    ],
+)
+def test_the_incremental_dispatcher_adds_step_size_workers_each_round(
+    name: str, nominated: list[str] | None, round_started: float | None, expected: d.Nominate
+) -> None:
+    given = group(workload(RESERVED, nominated=nominated), round_started=round_started, **INCREMENTAL)
+    assert d.decide(given) == expected
+
+
+def test_all_at_once_is_the_default() -> None:
+    assert group(workload(RESERVED)).dispatcher == DISPATCHER_ALL_AT_ONCE
