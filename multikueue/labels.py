@@ -1,5 +1,9 @@
 """Kueue's label and annotation keys this controller reads and writes (one place, as Kueue's constants.go)."""
 
+from __future__ import annotations
+
+from typing import Any
+
 ORIGIN_LABEL = "kueue.x-k8s.io/multikueue-origin"
 """On everything created on a worker: which manager owns it (``multiKueue.origin``)."""
 
@@ -62,3 +66,11 @@ MANAGER_ONLY_ANNOTATIONS = (
     PLACEMENT_RECORD,
 )
 """Annotations that describe the manager object, never its worker copy."""
+
+
+def prebuilt_workload_of(obj: dict[str, Any]) -> str:
+    """The manager Workload a worker object belongs to ("" if none): the prebuilt-workload annotation first, then
+    the label of that name (as Kueue reads it). The one place that answers this, for every event and pass."""
+    meta = obj.get("metadata") or {}
+    return str((meta.get("annotations") or {}).get(PREBUILT_WORKLOAD) or (meta.get("labels") or {}).get(
+        PREBUILT_WORKLOAD) or "")  # fmt: skip

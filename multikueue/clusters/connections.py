@@ -28,7 +28,7 @@ from multikueue.kube.client import DEFAULT_MAX_CONNECTIONS, ApiClient, api_clien
 from multikueue.kube.discovery import KindUnavailable, cluster_identity, discover_resource
 from multikueue.kube.errors import ApiException, describe
 from multikueue.kube.resources import WORKLOADS, Objects, Resource
-from multikueue.labels import ORIGIN_LABEL, PREBUILT_WORKLOAD
+from multikueue.labels import ORIGIN_LABEL, prebuilt_workload_of
 from multikueue.runtime.informer import DELETED, Informer, ObjectKey
 
 log = structlog.get_logger(__name__)
@@ -349,12 +349,7 @@ class WorkerConnection:
                 self.observed.pop(seen, None)
             else:
                 self.observed[seen] = time.monotonic()
-            if workloads:
-                name = meta.get("name")
-            else:
-                name = (meta.get("annotations") or {}).get(PREBUILT_WORKLOAD) or (meta.get("labels") or {}).get(
-                    PREBUILT_WORKLOAD
-                )
+            name = meta.get("name") if workloads else prebuilt_workload_of(obj)
             if name and self.on_remote_event is not None:
                 self.on_remote_event(self.name, ObjectKey(namespace, name))
             elif not name and gvk is not None and self.on_remote_object is not None:  # a direct-mode copy
@@ -377,7 +372,7 @@ class WorkerConnection:
         else:
             for gvk, informer in self.objects.items():
                 if gvk.kind == involved.get("kind") and (obj := informer.get(ObjectKey(namespace, name))) is not None:
-                    workload = (obj["metadata"].get("annotations") or {}).get(PREBUILT_WORKLOAD)
+                    workload = prebuilt_workload_of(obj)
                     key = ObjectKey(namespace, workload) if workload else None
                     break
         if key is None:

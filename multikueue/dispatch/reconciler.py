@@ -29,7 +29,7 @@ from multikueue.kube.conditions import now_rfc3339, set_condition
 from multikueue.kube.discovery import KindUnavailable, discover_resource
 from multikueue.kube.errors import REFUSALS, ApiException, api_error
 from multikueue.kube.resources import WORKLOADS, Objects, Resource
-from multikueue.labels import ORIGIN_LABEL, PREBUILT_WORKLOAD
+from multikueue.labels import ORIGIN_LABEL, prebuilt_workload_of
 from multikueue.metrics import Metrics
 from multikueue.runtime.controller import Result
 from multikueue.runtime.informer import Informer, ObjectKey
@@ -428,7 +428,7 @@ class WorkloadReconciler:
                     orphans.add(key)
             for gvk, informer in connection.objects.items():
                 for remote in informer.items():
-                    name = (remote["metadata"].get("annotations") or {}).get(PREBUILT_WORKLOAD)
+                    name = prebuilt_workload_of(remote)
                     key = ObjectKey(remote["metadata"]["namespace"], name or "")
                     if name and self.workloads.get(key) is None:
                         log.info("orphan on worker", cluster=cluster, kind=gvk.kind, object=str(ObjectKey.of(remote)))

@@ -18,9 +18,9 @@ from multikueue.labels import (
     JOB_UID_LABEL,
     LABEL_VALUE_MAX,
     MAX_EXEC_TIME_LABEL,
-    PREBUILT_WORKLOAD,
     QUEUE_NAME_LABEL,
     RESOURCE_IN_USE_FINALIZER,
+    prebuilt_workload_of,
 )
 
 Object = dict[str, Any]
@@ -46,9 +46,7 @@ def queue_name(obj: Object) -> str:
 
 def prebuilt_workload(obj: Object) -> str:
     """The Workload MultiKueue made for this worker copy (annotation first, then label, as Kueue reads it)."""
-    meta = obj["metadata"]
-    return str((meta.get("annotations") or {}).get(PREBUILT_WORKLOAD) or (meta.get("labels") or {}).get(
-        PREBUILT_WORKLOAD) or "")  # fmt: skip
+    return prebuilt_workload_of(obj)
 
 
 def _count(obj: Object, source: PodSetSource) -> int:

@@ -9,6 +9,7 @@ import anyio
 import pytest
 
 from multikueue.kube.resources import Objects, Resource
+from multikueue.labels import PREBUILT_WORKLOAD
 from multikueue.testing import kueue
 from multikueue.testing.objects import pipelinerun, running_status
 from multikueue.testing.waiting import eventually, wait_until
@@ -284,6 +285,26 @@ async def test_manager_objects_deleted_while_a_worker_is_away_are_collected_when
     await s.connected("worker2", True)
     await s.wait(s.workloads("worker2"), wl_name, lambda w: w is None, "worker2 Workload collected")
     await s.wait(s.runs("worker2"), "gone", lambda r: r is None, "worker2 PipelineRun collected")
+
+
+async def test_an_orphan_worker_object_named_only_by_the_label_is_collected(scenario: Scenario) -> None:
+    """Kueue names a copy's Workload in the annotation or the label: garbage collection reads both, as every other
+    path does (it used to read only the annotation, and left such an object behind for good)."""
+    s = scenario
+    wl_name = await _admitted_on_worker2(s, "labelled")
+    copy = await s.get(s.runs("worker2"), "labelled")
+    assert copy["metadata"]["labels"][PREBUILT_WORKLOAD] == wl_name
+    await s.runs("worker2").patch("labelled", {"metadata": {"annotations": {PREBUILT_WORKLOAD: None}}}, s.namespace)
+    s.bed.stop_apiserver("worker2", kill=True)
+    try:
+        await s.connected("worker2", False)
+        await s.workloads("manager").delete(wl_name, s.namespace)
+        await s.runs("manager").delete("labelled", s.namespace)
+    finally:
+        s.bed.start_apiserver("worker2")
+    await s.connected("worker2", True)
+    await s.wait(s.workloads("worker2"), wl_name, lambda w: w is None, "worker2 Workload collected")
+    await s.wait(s.runs("worker2"), "labelled", lambda r: r is None, "worker2 PipelineRun collected")
 
 
 async def test_a_controller_killed_mid_dispatch_neither_duplicates_nor_loses_the_run(
