@@ -114,6 +114,8 @@ class ClusterReconciler:
         if not connection.connected:
             await self._set_active(cluster, False, "ClientConnectionFailed", connection.failure_message())
             return Result()  # the informers retry by themselves and report back when connected
+        # On every pass until written: a first write that failed (a conflict, RBAC) is retried with the pass.
+        cluster = await self._record_identity(cluster, connection)
         if connection.kind_errors:
             before = set(connection.resources)
             await connection.refresh_kinds()
@@ -143,7 +145,6 @@ class ClusterReconciler:
             await connection.close()
             await self._set_active(cluster, False, *refused)
             return Result(requeue_after=retry_after(7))  # looked at again if the cause goes away
-        cluster = await self._record_identity(cluster, connection)
         self.on_connection_change(name)
         return cluster
 

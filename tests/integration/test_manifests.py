@@ -14,12 +14,13 @@ from multikueue.integration.workloads import workload_name
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
 from multikueue.kube.events import record
 from multikueue.kube.resources import WORKLOADS, Objects, Resource
+from multikueue.labels import WORKER_IDENTITY_ANNOTATION
 from multikueue.manager import ConfigSource, LeaderElectionSettings, Manager, load_configuration
 from multikueue.testing import TestBed, kueue
 from multikueue.testing.accounts import mint_service_account_kubeconfig
 from multikueue.testing.objects import pipelinerun, running_status
 from multikueue.testing.testbed import free_port
-from multikueue.testing.waiting import eventually
+from multikueue.testing.waiting import eventually, wait_until
 
 CONFIG = Path(__file__).parents[2] / "config"
 SYSTEM = "multikueue-system"
@@ -113,6 +114,69 @@ async def test_the_shipped_rbac_is_exactly_enough_to_dispatch(
         await k8s_client.CustomObjectsApi(manager_api).delete_collection_namespaced_custom_object(
             "tekton.dev", "v1", namespace, "pipelineruns"
         )
+
+
+async def test_a_worker_identity_the_controller_may_not_write_yet_is_written_once_it_may(
+    testbed: TestBed, namespace: str, manager_api: ApiClient, worker1_api: ApiClient, tmp_path: Path
+) -> None:
+    """The identity write is retried with the pass until it lands. Seen on kind: a first write that met a
+    conflict was never made again, as it was only tried when the connection was made. Here the first writes are
+    refused by RBAC (the shipped ClusterRole without ``patch`` on MultiKueueClusters), then allowed."""
+    await kubectl(testbed, "manager", "apply", "--server-side", "-k", str(CONFIG / "manager"))
+    await kubectl(testbed, "worker1", "apply", "--server-side", "-k", str(CONFIG / "worker"))
+    worker = await mint_service_account_kubeconfig(
+        worker1_api, testbed.cluster("worker1"), namespace=SYSTEM, name="multikueue-dispatcher"
+    )
+    rbac: Any = k8s_client.RbacAuthorizationV1Api(manager_api)
+    role = await rbac.read_cluster_role("multikueue-controller")
+    for rule in role.rules:
+        if "multikueueclusters" in (rule.resources or []):
+            rule.verbs = [v for v in rule.verbs if v != "patch"]
+    await rbac.replace_cluster_role("multikueue-controller", role)
+    names = await kueue.multikueue_setup(manager_api, namespace=SYSTEM, prefix=namespace, workers={"worker1": worker},
+                                         controller_name="multikueue.x-k8s.io/external-dispatcher")  # fmt: skip
+    controller = await mint_service_account_kubeconfig(
+        manager_api, testbed.cluster("manager"), namespace=SYSTEM, name="multikueue-controller"
+    )
+    clusters = Objects(manager_api, Resource("kueue.x-k8s.io", "v1beta2", "multikueueclusters",
+                                             "MultiKueueCluster", namespaced=False))  # fmt: skip
+    try:
+        async with (
+            await api_client_from_kubeconfig(controller, temp_dir=tmp_path) as restricted,
+            anyio.create_task_group() as tg,
+        ):
+            source = ConfigSource(SYSTEM, "multikueue-config", "controller_manager_config.yaml")
+            config = await load_configuration(restricted, source.namespace, source.name, source.key)
+            manager = Manager(restricted, config, temp_dir=tmp_path / "certs")
+            tg.start_soon(manager.run)
+            with anyio.fail_after(60):
+                await manager.started.wait()
+
+            def connected() -> bool:
+                reconciler = manager.cluster_reconciler
+                connection = reconciler.connections.get(names["worker1"]) if reconciler else None
+                return bool(connection and connection.connected and connection.identity)
+
+            await wait_until(connected, timeout=60, what="worker1 connected")
+            await _restore_rbac(testbed)  # allowed now
+            recorded = await eventually(
+                lambda: clusters.get(names["worker1"]),
+                until=lambda c: WORKER_IDENTITY_ANNOTATION in ((c or {}).get("metadata", {}).get("annotations") or {}),
+                timeout=60,
+                what="the worker's identity recorded once the write is allowed",
+            )
+            kube_system = await k8s_client.CoreV1Api(worker1_api).read_namespace("kube-system")
+            assert recorded is not None
+            assert recorded["metadata"]["annotations"][WORKER_IDENTITY_ANNOTATION] == kube_system.metadata.uid
+            tg.cancel_scope.cancel()
+    finally:
+        await _restore_rbac(testbed)
+        await kueue.multikueue_teardown(manager_api, names)
+
+
+async def _restore_rbac(bed: TestBed) -> None:
+    """The shipped ClusterRole again (taking the rules back from the test's own edit)."""
+    await kubectl(bed, "manager", "apply", "--server-side", "--force-conflicts", "-k", str(CONFIG / "manager"))
 
 
 async def _invalid_edit_is_reported(manager_api: ApiClient, source: ConfigSource) -> None:
