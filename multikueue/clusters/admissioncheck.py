@@ -89,5 +89,5 @@ class AdmissionCheckReconciler:
             "metadata": {"resourceVersion": check["metadata"]["resourceVersion"]},
             "status": {"conditions": conditions.set_condition(current, new)},
         }
-        self.checks.store[ObjectKey("", name)] = await self.manager.patch_status(name, patch)
+        self.checks.remember(await self.manager.patch_status(name, patch))
         return Result()

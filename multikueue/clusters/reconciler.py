@@ -235,7 +235,7 @@ class ClusterReconciler:
         patch = {"metadata": {"annotations": {WORKER_IDENTITY_ANNOTATION: connection.identity},
                               "resourceVersion": meta["resourceVersion"]}}  # fmt: skip
         result = await self.manager.patch(meta["name"], patch)
-        self.clusters.store[ObjectKey("", meta["name"])] = result
+        self.clusters.remember(result)
         return result
 
     def _api_error_counter(self, name: str) -> Any:
@@ -310,7 +310,7 @@ class ClusterReconciler:
             "status": {"conditions": updated},
         }
         result = await self.manager.patch_status(cluster["metadata"]["name"], patch)
-        self.clusters.store[ObjectKey("", cluster["metadata"]["name"])] = result  # read-your-writes for the next pass
+        self.clusters.remember(result)  # read-your-writes for the next pass, never older than the watch's
         log.info(
             "cluster condition", cluster=cluster["metadata"]["name"], active=active, reason=reason, message=message
         )
