@@ -209,7 +209,7 @@ class TestBed:
         self._start_etcd()
         for cluster in self.clusters.values():
             self._start_apiserver(cluster)
-        self._wait_ready(list(self.clusters.values()))
+        self._wait_ready_moving_taken_ports()
         combined = self.workdir / "kubeconfig"
         combined.write_text(yaml.safe_dump(self.combined_kubeconfig(), sort_keys=False))
         self.started_seconds = time.monotonic() - started
@@ -390,6 +390,25 @@ class TestBed:
         ]
         cluster.process = processes.ManagedProcess(f"{cluster.name}-apiserver", argv, d / "apiserver.log")
         cluster.process.start()
+
+    def _wait_ready_moving_taken_ports(self, attempts: int = 3) -> None:
+        """Wait for every API server; one whose port was taken between ``free_port`` and its bind (another
+        process's ephemeral port) moves to another port, at most ``attempts`` times. Only at start: a restarted
+        server must keep the URL its clients hold."""
+        for attempt in range(attempts):
+            try:
+                self._wait_ready(list(self.clusters.values()))
+                return
+            except TestBedError:
+                taken = [c for c in self.clusters.values() if c.process is not None and not c.process.running
+                         and "address already in use" in c.process.log_tail()]  # fmt: skip
+                if not taken or attempt == attempts - 1:
+                    raise
+                for cluster in taken:
+                    self.progress(f"{cluster.name}: port {cluster.port} was taken meanwhile; starting on another")
+                    cluster.port = free_port()
+                    cluster.kubeconfig_path.write_text(yaml.safe_dump(cluster.kubeconfig, sort_keys=False))
+                    self._start_apiserver(cluster)
 
     def _wait_ready(self, clusters: list[Cluster]) -> None:
         deadline = time.monotonic() + self.start_timeout

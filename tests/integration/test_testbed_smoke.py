@@ -308,3 +308,34 @@ async def test_restricted_service_account_gets_only_what_rbac_grants(
         with pytest.raises(ApiException) as e:
             await k8s_client.CoreV1Api(stranger).list_namespaced_config_map(namespace)
         assert e.value.status == 401
+
+
+def test_an_api_server_port_taken_before_it_binds_moves_to_another(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``free_port`` hands out a port nothing listens on, and another process may take it before the API server
+    binds it (seen once in CI: a client's ephemeral port). At start the bed then moves that server to another
+    port. Here the first port handed out is one this test holds."""
+    import socket
+
+    from multikueue.testing import testbed as module
+
+    holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    holder.bind(("127.0.0.1", 0))
+    holder.listen()
+    taken = int(holder.getsockname()[1])
+    real = module.free_port
+    handed: list[int] = []
+
+    def taken_first() -> int:
+        port = taken if not handed else real()
+        handed.append(port)
+        return port
+
+    monkeypatch.setattr(module, "free_port", taken_first)
+    try:
+        with TestBed(clusters=("solo",), progress=lambda message: None) as bed:
+            solo = bed.cluster("solo")
+            assert solo.port != taken
+            assert solo.ready()
+    finally:
+        holder.close()
+    assert handed[0] == taken
