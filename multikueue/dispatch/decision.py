@@ -186,9 +186,8 @@ def _stale_copy(group: Group) -> Step | None:
 
 
 def _winner(group: Group) -> Step | None:
-    admitted = wl.earliest_true(dict(group.remotes), wl.ADMITTED)
-    if admitted is not None:
-        winner = admitted[0]
+    winner = _the_winner(group)
+    if winner is not None:
         losers = tuple(c for c in group.connected if c != winner and c in group.remotes)
         return RunOnWinner(winner, losers, deactivate=wl.is_true(group.local, wl.EVICTED))
     if group.state.get("state") != wl.READY:
@@ -201,6 +200,18 @@ def _winner(group: Group) -> Step | None:
     if not admitting:
         return RetryAdmission(UNEXPECTED_READY)
     return RetryAdmission("Admitting remote no longer exists")
+
+
+def _the_winner(group: Group) -> str | None:
+    """The worker the run belongs to. Once a cluster is recorded it is the only one: a replica that takes over
+    may at first see another worker's admitted copy without the recorded one (not connected yet), and two
+    workers can admit within the same second. Before that, the first worker to admit."""
+    recorded = str(group.status.get("clusterName") or "")
+    if recorded:
+        copy = group.remotes.get(recorded)
+        return recorded if copy is not None and wl.is_true(copy, wl.ADMITTED) else None
+    admitted = wl.earliest_true(dict(group.remotes), wl.ADMITTED)
+    return admitted[0] if admitted is not None else None
 
 
 def _nominate(group: Group) -> Step:

@@ -151,6 +151,22 @@ CASES: list[tuple[str, d.Group, d.Step]] = [
         d.RunOnWinner("w2", ("w1",), deactivate=False),
     ),
     (
+        "the recorded worker stays the winner, even if another admitted earlier",
+        group(
+            workload(RESERVED, state="Ready", cluster="w2"),
+            {
+                "w1": copy_(cond("Admitted", at="2026-01-01T00:00:01Z")),
+                "w2": copy_(cond("Admitted", at="2026-01-01T00:00:05Z")),
+            },
+        ),
+        d.RunOnWinner("w2", ("w1",), deactivate=False),
+    ),
+    (
+        "a replica that took over sees only another worker's admitted copy: no second winner",
+        group(workload(RESERVED, state="Ready", cluster="w1"), {"w2": copy_(cond("Admitted"))}, connected=("w2",)),
+        d.Wait(900.0),
+    ),
+    (
         "admitted, evicted on the manager: deactivated there",
         group(
             workload(RESERVED, cond("Evicted"), state="Ready", cluster="w1"),
