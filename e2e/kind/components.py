@@ -42,10 +42,6 @@ def tekton_image(program: str) -> str:
     return f"local/tekton-{program}:{crds.TEKTON_VERSION}"
 
 
-def _progress(message: str) -> None:
-    say(message)
-
-
 def _static_image(tag: str, binary: Path, path: str) -> None:
     """A ``FROM scratch`` image holding one static program, run as the conventional non-root user."""
     if has_image(tag):
@@ -62,9 +58,9 @@ def _static_image(tag: str, binary: Path, path: str) -> None:
 def build_images() -> dict[str, list[str]]:
     """Every image the scenarios need, in the kind engine (``DOCKER_HOST``); returns them per cluster role."""
     try:
-        _static_image(KUEUE_IMAGE, kueue_binary(_progress), "/manager")
+        _static_image(KUEUE_IMAGE, kueue_binary(say), "/manager")
         for program in TEKTON_PROGRAMS:
-            _static_image(tekton_image(program), tekton_program(program, _progress), f"/ko-app/{program}")
+            _static_image(tekton_image(program), tekton_program(program, say), f"/ko-app/{program}")
         import docker as docker_sdk
 
         client = docker_sdk.from_env(timeout=600)

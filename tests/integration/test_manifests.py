@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -9,11 +11,11 @@ import anyio
 import yaml
 from kubernetes_asyncio import client as k8s_client
 
-from multikueue.config import GroupVersionKind, parse_configuration
+from multikueue.config import Configuration, GroupVersionKind, parse_configuration
 from multikueue.integration.workloads import workload_name
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
 from multikueue.kube.events import record
-from multikueue.kube.resources import WORKLOADS, Objects, Resource
+from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects, Resource
 from multikueue.labels import WORKER_IDENTITY_ANNOTATION
 from multikueue.manager import ConfigSource, LeaderElectionSettings, Manager, load_configuration
 from multikueue.testing import TestBed, kueue
@@ -34,6 +36,19 @@ async def kubectl(bed: TestBed, cluster: str, *args: str) -> str:
     output = result.stdout.decode() + result.stderr.decode()
     assert result.returncode == 0, f"kubectl {' '.join(args)} failed:\n{output}"
     return output
+
+
+@contextlib.asynccontextmanager
+async def _as_the_shipped_controller(
+    bed: TestBed, manager_api: ApiClient, tmp_path: Path
+) -> AsyncIterator[tuple[ApiClient, Configuration, ConfigSource]]:
+    """A client acting as the shipped ``multikueue-controller`` ServiceAccount, and the configuration it reads."""
+    controller = await mint_service_account_kubeconfig(
+        manager_api, bed.cluster("manager"), namespace=SYSTEM, name="multikueue-controller"
+    )
+    async with await api_client_from_kubeconfig(controller, temp_dir=tmp_path) as restricted:
+        source = ConfigSource(SYSTEM, "multikueue-config", "controller_manager_config.yaml")
+        yield restricted, await load_configuration(restricted, source.namespace, source.name, source.key), source
 
 
 async def test_the_manifests_pass_server_side_dry_run(testbed: TestBed) -> None:
@@ -88,18 +103,13 @@ async def test_the_shipped_rbac_is_exactly_enough_to_dispatch(
         workers=workers,
         controller_name="multikueue.x-k8s.io/external-dispatcher",
     )
-    controller = await mint_service_account_kubeconfig(
-        manager_api, testbed.cluster("manager"), namespace=SYSTEM, name="multikueue-controller"
-    )
     try:
         async with (
-            await api_client_from_kubeconfig(controller, temp_dir=tmp_path) as restricted,
+            _as_the_shipped_controller(testbed, manager_api, tmp_path) as (restricted, config, source),
             anyio.create_task_group() as tg,
         ):
             # Everything below runs as the shipped ServiceAccounts: the ConfigMap, the Lease, the Secrets, the
             # manager's objects, and (through the minted kubeconfigs) both workers.
-            source = ConfigSource(SYSTEM, "multikueue-config", "controller_manager_config.yaml")
-            config = await load_configuration(restricted, source.namespace, source.name, source.key)
             manager = Manager(restricted, config, temp_dir=tmp_path / "certs", config_source=source)
             election = LeaderElectionSettings(SYSTEM, "multikueue-dispatcher", f"rbac-{namespace}", 15, 10, 2)
             tg.start_soon(manager.run_as_leader, election)
@@ -135,18 +145,12 @@ async def test_a_worker_identity_the_controller_may_not_write_yet_is_written_onc
     await rbac.replace_cluster_role("multikueue-controller", role)
     names = await kueue.multikueue_setup(manager_api, namespace=SYSTEM, prefix=namespace, workers={"worker1": worker},
                                          controller_name="multikueue.x-k8s.io/external-dispatcher")  # fmt: skip
-    controller = await mint_service_account_kubeconfig(
-        manager_api, testbed.cluster("manager"), namespace=SYSTEM, name="multikueue-controller"
-    )
-    clusters = Objects(manager_api, Resource("kueue.x-k8s.io", "v1beta2", "multikueueclusters",
-                                             "MultiKueueCluster", namespaced=False))  # fmt: skip
+    clusters = Objects(manager_api, MULTIKUEUE_CLUSTERS)
     try:
         async with (
-            await api_client_from_kubeconfig(controller, temp_dir=tmp_path) as restricted,
+            _as_the_shipped_controller(testbed, manager_api, tmp_path) as (restricted, config, _),
             anyio.create_task_group() as tg,
         ):
-            source = ConfigSource(SYSTEM, "multikueue-config", "controller_manager_config.yaml")
-            config = await load_configuration(restricted, source.namespace, source.name, source.key)
             manager = Manager(restricted, config, temp_dir=tmp_path / "certs")
             tg.start_soon(manager.run)
             with anyio.fail_after(60):
