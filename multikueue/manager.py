@@ -13,6 +13,7 @@ import anyio.abc
 import structlog
 from aiohttp import web
 
+from multikueue import owners
 from multikueue.clusters.admissioncheck import AdmissionCheckReconciler
 from multikueue.clusters.connections import WorkerConnection, discover_later
 from multikueue.clusters.reconciler import ClusterReconciler
@@ -36,6 +37,7 @@ from multikueue.kube.resources import (
 from multikueue.metrics import Metrics, http_app, serve
 from multikueue.runtime.controller import Controller
 from multikueue.runtime.informer import DELETED, Informer, ObjectKey
+from multikueue.runtime.shared import SharedInformers
 
 log = structlog.get_logger(__name__)
 Object = dict[str, Any]
@@ -158,7 +160,8 @@ class Manager:
         self.direct_controller: Controller[DirectKey] = Controller("multikueue_direct", self._reconcile_direct)
         self.check_controller: Controller[str] = Controller("multikueue_admissioncheck", self._reconcile_check)
         self.manager_workloads: Informer | None = None
-        self.owned_by: dict[str, ObjectKey] = {}  # owner UID -> its Workload (Kueue mode)
+        # One informer per manager resource, shared by the dispatcher and the integration (one cache, one watch).
+        self.informers = SharedInformers(api)
         # The kinds the manager serves, with their informers; shared with the reconcilers.
         self.kinds: dict[GroupVersionKind, tuple[Informer, Resource]] = {}
         self.direct_kinds: dict[GroupVersionKind, tuple[Informer, Resource]] = {}
@@ -260,8 +263,10 @@ class Manager:
     async def _run_controllers(self) -> None:
         """One generation of controllers, for the configuration now in force (a reload cancels and restarts it)."""
         config = self.config
-        integrations = config.integrations
-        self.integration = IntegrationController(config, self.api, observe=self.metrics) if integrations else None
+        self.informers = SharedInformers(self.api)
+        self.integration = None
+        if config.integrations:
+            self.integration = IntegrationController(config, self.api, self.informers, observe=self.metrics)
         if self.role == "worker":
             await self._run_worker_role()
             return
@@ -271,11 +276,10 @@ class Manager:
         try:
             async with anyio.create_task_group() as tg:
                 self._make_reconcilers(tg, informers)
-                everything = (*informers.values(), *(informer for informer, _ in self.kinds.values()))
-                for informer in everything:
-                    tg.start_soon(informer.run)
-                for informer in everything:
-                    await informer.synced.wait()
+                self.informers.start(tg)
+                tg.start_soon(informers["secrets"].run)
+                await self.informers.synced()
+                await informers["secrets"].synced.wait()
                 await self._start_controllers(tg, missing)
                 log.info("manager started", controller_name=config.dispatcher.controller_name,
                          kinds=[str(g) for g in config.multi_kueue.gvks])  # fmt: skip
@@ -310,7 +314,6 @@ class Manager:
         self.direct_controller = Controller("multikueue_direct", self._reconcile_direct, concurrency=concurrency,
                                             observe=self.metrics)  # fmt: skip
         self.check_controller = Controller("multikueue_admissioncheck", self._reconcile_check, observe=self.metrics)
-        self.owned_by = {}
         self.kinds, self.direct_kinds, self.manager_resources, self.owners = {}, {}, {}, {}
         self.check_reconciler = self.cluster_reconciler = None
         self.workload_reconciler = self.direct_reconciler = None
@@ -333,8 +336,8 @@ class Manager:
         the objects themselves are what this controller places. The reconcilers share these dicts, so a kind whose
         CRD appears after start (found by ``discover_later``) reaches them without a restart."""
         direct = self.config.adapter(gvk).mode == "Direct"
-        informer = Informer(Objects(self.api, resource).source(),
-                            on_event=functools.partial(self._on_object, gvk, direct))  # fmt: skip
+        informer = self.informers.of(resource)
+        informer.add_handler(functools.partial(self._on_object, gvk, direct))
         self.kinds[gvk] = (informer, resource)
         self.manager_resources[gvk], self.owners[gvk] = resource, informer
         if direct:
@@ -342,15 +345,23 @@ class Manager:
         return informer
 
     def _manager_informers(self) -> dict[str, Informer]:
-        api, namespace = self.api, self.config.dispatcher.namespace
-        return {
-            "clusters": Informer(Objects(api, MULTIKUEUE_CLUSTERS).source(), on_event=self._on_cluster),
-            "checks": Informer(Objects(api, ADMISSION_CHECKS).source(),
-                               on_event=lambda _, o: self.check_controller.enqueue(o["metadata"]["name"])),
-            "configs": Informer(Objects(api, MULTIKUEUE_CONFIGS).source(), on_event=self._on_config),
-            "secrets": Informer(core.secret_source(api, namespace), on_event=self._on_secret),
-            "workloads": Informer(Objects(api, WORKLOADS).source(), on_event=self._on_workload),
-        }  # fmt: skip
+        """The manager's informers, each with this process's handler (the shared ones may have the integration's
+        too); the Workloads indexed by their owner, for the dispatcher and the integration alike."""
+        shared = {
+            "clusters": (MULTIKUEUE_CLUSTERS, self._on_cluster),
+            "checks": (ADMISSION_CHECKS, lambda _, o: self.check_controller.enqueue(o["metadata"]["name"])),
+            "configs": (MULTIKUEUE_CONFIGS, self._on_config),
+            "workloads": (WORKLOADS, self._on_workload),
+        }
+        informers: dict[str, Informer] = {}
+        for name, (resource, handler) in shared.items():
+            informers[name] = self.informers.of(resource)
+            informers[name].add_handler(handler)
+        for index, values in owners.INDEXES.items():
+            informers["workloads"].add_index(index, values)
+        namespace = self.config.dispatcher.namespace  # the kubeconfig Secrets: only this namespace's, not shared
+        informers["secrets"] = Informer(core.secret_source(self.api, namespace), on_event=self._on_secret)
+        return informers
 
     def _make_reconcilers(self, tg: anyio.abc.TaskGroup, informers: dict[str, Informer]) -> None:
         api, config = self.api, self.config
@@ -380,7 +391,8 @@ class Manager:
         if missing:  # watched (and dispatched) from when the manager serves them; the first list enqueues all
 
             def served(gvk: GroupVersionKind, resource: Resource) -> None:
-                tg.start_soon(self._watch_kind(gvk, resource).run)
+                self._watch_kind(gvk, resource)
+                self.informers.start(tg)
 
             tg.start_soon(discover_later, self.api, missing, served)
         if self.integration is not None:
@@ -400,14 +412,7 @@ class Manager:
     def _on_workload(self, kind: str, obj: Object) -> None:
         if kind == DELETED and self.workload_reconciler is not None:
             self.workload_reconciler.forget_deleted(obj)
-        key = ObjectKey.of(obj)
-        for ref in obj["metadata"].get("ownerReferences") or []:
-            if ref.get("controller"):
-                if kind == DELETED:
-                    self.owned_by.pop(ref.get("uid", ""), None)
-                else:
-                    self.owned_by[ref.get("uid", "")] = key
-        self.workload_controller.enqueue(key)
+        self.workload_controller.enqueue(ObjectKey.of(obj))
 
     def _on_object(self, gvk: GroupVersionKind, direct: bool, kind: str, obj: Object) -> None:
         """A manager object of a configured kind: placed itself in Direct mode, else its Workload looked at."""
@@ -415,8 +420,9 @@ class Manager:
             if self.direct_reconciler is not None:
                 self.direct_reconciler.observe(gvk, kind, obj)
             self.direct_controller.enqueue((gvk, ObjectKey.of(obj)))
-        elif (workload := self.owned_by.get(obj["metadata"].get("uid", ""))) is not None:
-            self.workload_controller.enqueue(workload)
+        elif self.manager_workloads is not None:
+            for workload in self.manager_workloads.by_index(owners.BY_OWNER_UID, obj["metadata"].get("uid", "")):
+                self.workload_controller.enqueue(workload)
 
     def _on_remote(self, cluster: str, key: ObjectKey) -> None:
         """Bursts from workers coalesce over the batch period."""

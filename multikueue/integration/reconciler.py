@@ -6,12 +6,12 @@ It runs on whichever cluster the objects are on: the manager (Workloads for Kueu
 
 from __future__ import annotations
 
-from collections import defaultdict
 from typing import Any
 
 import anyio
 import structlog
 
+from multikueue import owners
 from multikueue.clusters.connections import discover_later
 from multikueue.config import Configuration, GroupVersionKind
 from multikueue.integration import workloads
@@ -24,11 +24,11 @@ from multikueue.kube.resources import KUEUE, WORKLOADS, Objects, Resource
 from multikueue.labels import PRIORITY_CLASS_LABEL, RESOURCE_IN_USE_FINALIZER
 from multikueue.runtime.controller import Controller, ControllerObserver, Result
 from multikueue.runtime.informer import DELETED, Informer, ObjectKey
+from multikueue.runtime.shared import SharedInformers
 
 log = structlog.get_logger(__name__)
 Object = dict[str, Any]
 Key = tuple[GroupVersionKind, ObjectKey]
-OwnerIndex = tuple[str, str, str]  # namespace, owner kind, owner name
 
 WORKLOAD_PRIORITY_CLASSES = Resource(KUEUE, "v1beta2", "workloadpriorityclasses", "WorkloadPriorityClass",
                                      namespaced=False)  # fmt: skip
@@ -44,41 +44,33 @@ class IntegrationReconciler:
         self.workload_informer = workload_informer
         self.workloads = Objects(api, WORKLOADS)
         self.priorities = Objects(api, WORKLOAD_PRIORITY_CLASSES)
-        self.by_owner: dict[OwnerIndex, set[ObjectKey]] = defaultdict(set)
         self._said: dict[Key, str] = {}  # the last composition error said on an object: said once
         self._awaiting: dict[ObjectKey, Key] = {}  # a prebuilt Workload not made yet -> the copy that names it
 
-    def index(self, kind: str, workload: Object) -> list[Key]:
-        """Track a Workload event; the keys of the objects it belongs to (by controller owner reference)."""
+    def keys_of(self, kind: str, workload: Object) -> list[Key]:
+        """The keys of the objects a Workload event concerns: its controller owner, and a copy waiting for it."""
         key = ObjectKey.of(workload)
         keys: list[Key] = []
         if kind != DELETED and (waiting := self._awaiting.pop(key, None)) is not None:
             keys.append(waiting)  # the copy that was waiting for this prebuilt Workload: at once, not at the recheck
         for ref in workload["metadata"].get("ownerReferences") or []:
-            if not ref.get("controller"):
-                continue
-            owner: OwnerIndex = (key.namespace, ref.get("kind", ""), ref.get("name", ""))
-            if kind == DELETED:
-                self.by_owner[owner].discard(key)
-                if not self.by_owner[owner]:
-                    del self.by_owner[owner]
-            else:
-                self.by_owner[owner].add(key)
-            api_group = ref.get("apiVersion", "").split("/")[0]
-            owned = ObjectKey(key.namespace, owner[2])
-            keys.extend((g, owned) for g in self.kinds if (g.kind, g.group) == (owner[1], api_group))
+            if ref.get("controller"):
+                api_group = ref.get("apiVersion", "").split("/")[0]
+                owned = ObjectKey(key.namespace, ref.get("name", ""))
+                keys.extend((g, owned) for g in self.kinds if (g.kind, g.group) == (ref.get("kind", ""), api_group))
         return keys
+
+    def _owned_by(self, gvk: GroupVersionKind, key: ObjectKey) -> list[ObjectKey]:
+        return self.workload_informer.by_index(owners.BY_OWNER_NAME, (key.namespace, gvk.kind, key.name))
 
     def _workload_for(self, gvk: GroupVersionKind, obj: Object) -> Object | None:
         prebuilt = workloads.prebuilt_workload(obj)
         namespace = obj["metadata"]["namespace"]
         if prebuilt:
             return self.workload_informer.get(ObjectKey(namespace, prebuilt))
-        uid = obj["metadata"]["uid"]
-        for key in sorted(self.by_owner.get((namespace, gvk.kind, obj["metadata"]["name"]), ())):
-            workload = self.workload_informer.get(key)
-            if workload is not None and workloads.controller_uid(workload) == uid:
-                return workload
+        for key in self.workload_informer.by_index(owners.BY_OWNER_UID, obj["metadata"]["uid"]):
+            if key.namespace == namespace:
+                return self.workload_informer.get(key)
         return None
 
     async def reconcile(self, key: Key) -> Result | None:
@@ -198,7 +190,7 @@ class IntegrationReconciler:
     async def _object_gone(self, gvk: GroupVersionKind, key: ObjectKey) -> None:
         """The object is deleted (or being deleted): its Workloads go too (Kueue's finalizer first)."""
         self._said.pop((gvk, key), None)
-        for workload_key in sorted(self.by_owner.get((key.namespace, gvk.kind, key.name), ())):
+        for workload_key in self._owned_by(gvk, key):
             workload = self.workload_informer.get(workload_key)
             if workload is None:
                 continue
@@ -212,13 +204,15 @@ class IntegrationReconciler:
 
 
 class IntegrationController:
-    """Informers for the integrated kinds and Workloads, and the controller over them (the webhook is served apart:
-    every replica answers admission requests, while only the leader reconciles)."""
+    """The controller over the integrated kinds, reading them and the Workloads from the process's shared informers
+    (the webhook is served apart: every replica answers admission requests, while only the leader reconciles)."""
 
-    def __init__(self, config: Configuration, api: ApiClient, *, observe: ControllerObserver | None = None) -> None:
+    def __init__(self, config: Configuration, api: ApiClient, informers: SharedInformers, *,
+                 observe: ControllerObserver | None = None) -> None:  # fmt: skip
         self.config = config
         self.observe = observe
         self.api = api
+        self.informers = informers
         self.reconciler: IntegrationReconciler | None = None
         self.started = anyio.Event()
 
@@ -231,13 +225,13 @@ class IntegrationController:
                                                  observe=self.observe)  # fmt: skip
         kinds: dict[GroupVersionKind, tuple[Informer, Resource]] = {}  # shared with the reconciler: kinds join late
 
-        def watch_kind(gvk: GroupVersionKind, resource: Resource) -> Informer:
+        def watch_kind(gvk: GroupVersionKind, resource: Resource) -> None:
             def on_object(kind: str, obj: Object) -> None:
                 controller.enqueue((gvk, ObjectKey.of(obj)))
 
-            informer = Informer(Objects(self.api, resource).source(), on_event=on_object)
+            informer = self.informers.of(resource)
             kinds[gvk] = (informer, resource)
-            return informer
+            informer.add_handler(on_object)
 
         missing: list[GroupVersionKind] = []
         for gvk in integrations:
@@ -249,22 +243,23 @@ class IntegrationController:
 
         def on_workload(kind: str, workload: Object) -> None:
             if self.reconciler is not None:
-                for key in self.reconciler.index(kind, workload):
+                for key in self.reconciler.keys_of(kind, workload):
                     controller.enqueue(key)
 
-        workload_informer = Informer(Objects(self.api, WORKLOADS).source(), on_event=on_workload)
+        workload_informer = self.informers.of(WORKLOADS)
+        for name, values in owners.INDEXES.items():
+            workload_informer.add_index(name, values)
         self.reconciler = IntegrationReconciler(self.config, self.api, kinds, workload_informer)
+        workload_informer.add_handler(on_workload)
         async with anyio.create_task_group() as tg:
-            informers = [workload_informer, *(i for i, _ in kinds.values())]
-            for informer in informers:
-                tg.start_soon(informer.run)
-            for informer in informers:
-                await informer.synced.wait()
+            self.informers.start(tg)
+            await self.informers.synced()
             tg.start_soon(controller.run)
             if missing:  # a CRD installed after start: its objects are integrated from then on, no restart
 
                 def served(gvk: GroupVersionKind, resource: Resource) -> None:
-                    tg.start_soon(watch_kind(gvk, resource).run)
+                    watch_kind(gvk, resource)
+                    self.informers.start(tg)
 
                 tg.start_soon(discover_later, self.api, missing, served)
             log.info("integration started", kinds=[str(g) for g in kinds])

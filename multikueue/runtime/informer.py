@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -58,6 +58,8 @@ class ListWatchSource(Protocol):
 
 
 EventHandler = Callable[[str, Object], None]
+IndexFunction = Callable[[Object], Iterable[Hashable]]
+"""The values an object is found under in one index (client-go's ``IndexFunc``): e.g. its controller owner's UID."""
 _RETRY = Backoff(base=0.5, factor=2, cap=30)
 BUSY_CODES = frozenset({429, 503})
 """A server starting up or shedding load ("storage is (re)initializing"): it says when to come back."""
@@ -81,7 +83,10 @@ def retry_delay(error: BaseException, failures: int, backoff: Backoff) -> float:
 
 
 class Informer:
-    """Keeps ``store`` equal to the server's objects; calls ``on_event(type, object)`` for every change."""
+    """Keeps ``store`` equal to the server's objects; calls every handler with ``(type, object)`` for each change.
+
+    Shared, as client-go's shared informers are: several controllers add their handlers to one informer (one watch,
+    one cache per resource), and indexes answer "which objects have this value" without a scan."""
 
     def __init__(
         self,
@@ -96,12 +101,15 @@ class Informer:
     ) -> None:
         self.source = source
         self.drop = drop  # top-level fields the owner never reads (e.g. spec): not kept in the cache
-        self.on_event = on_event
+        self.handlers: list[EventHandler] = [on_event] if on_event is not None else []
         self.on_state = on_state
         self.watch_timeout = watch_timeout
         self.page_size = page_size
         self.backoff = backoff
         self.store: dict[ObjectKey, Object] = {}
+        self._index_functions: dict[str, IndexFunction] = {}
+        self._indexes: dict[str, dict[Hashable, set[ObjectKey]]] = {}
+        self.running = False
         self.synced = anyio.Event()
         self.connected = False
         self.disconnected_since: float | None = time.monotonic()
@@ -117,8 +125,38 @@ class Informer:
     def items(self) -> list[Object]:
         return list(self.store.values())
 
+    def add_handler(self, handler: EventHandler) -> None:
+        """Call ``handler`` for every change from now on; the objects already cached come to it first as ADDED (as
+        client-go does for a handler added late), so a reader that joins a running informer misses nothing."""
+        self.handlers.append(handler)
+        for obj in list(self.store.values()):
+            handler(ADDED, obj)
+
+    def add_index(self, name: str, values: IndexFunction) -> None:
+        """Keep an index ``name``: each object is found under every value ``values(object)`` returns. Adding the same
+        index again (another reader of a shared informer) changes nothing."""
+        if self._index_functions.get(name) is values:
+            return
+        self._index_functions[name] = values
+        self._indexes[name] = index = dict[Hashable, set[ObjectKey]]()
+        for key, obj in self.store.items():
+            for value in values(obj):
+                index.setdefault(value, set()).add(key)
+
+    def by_index(self, name: str, value: Hashable) -> list[ObjectKey]:
+        """The keys of the cached objects found under ``value`` in index ``name``, sorted."""
+        return sorted(self._indexes[name].get(value, ()))
+
     async def run(self) -> None:
-        """Run until cancelled."""
+        """Run until cancelled (once: shared informers are started by whoever owns them, not by each reader)."""
+        assert not self.running, f"informer {self.source.description} is already running"
+        self.running = True
+        try:
+            await self._run()
+        finally:
+            self.running = False
+
+    async def _run(self) -> None:
         failures = 0
         while True:
             try:
@@ -170,6 +208,7 @@ class Informer:
             if not continue_token:
                 break
         previous, self.store = self.store, items
+        self._reindex()
         self.resource_version = resource_version
         self.relists += 1
         self._mark_connected()
@@ -197,10 +236,10 @@ class Informer:
                 continue
             key = ObjectKey.of(obj)
             if kind == DELETED:
-                self.store.pop(key, None)
+                self._put(key, None)
             elif kind in (ADDED, MODIFIED):
                 obj = self._trimmed(obj)
-                self.store[key] = obj
+                self._put(key, obj)
             else:
                 log.warning("unexpected watch event", source=self.source.description, type=kind)
                 continue
@@ -217,7 +256,27 @@ class Informer:
         cached = self.store.get(key)
         if cached is None or _newer(cached, obj):
             return
-        self.store[key] = self._trimmed(obj)
+        self._put(key, self._trimmed(obj))
+
+    def _put(self, key: ObjectKey, obj: Object | None) -> None:
+        """Store (or, with ``None``, drop) one object, keeping the indexes in step."""
+        old = self.store.pop(key, None) if obj is None else self.store.get(key)
+        for name, values in self._index_functions.items():
+            index = self._indexes[name]
+            for value in values(old) if old is not None else ():
+                if (keys := index.get(value)) is not None:
+                    keys.discard(key)
+                    if not keys:
+                        del index[value]
+            for value in values(obj) if obj is not None else ():
+                index.setdefault(value, set()).add(key)
+        if obj is not None:
+            self.store[key] = obj
+
+    def _reindex(self) -> None:
+        for name, values in list(self._index_functions.items()):
+            del self._index_functions[name]
+            self.add_index(name, values)
 
     def _trimmed(self, obj: Object) -> Object:
         """Without ``metadata.managedFields`` (nothing here reads them, and on objects many controllers write they
@@ -230,8 +289,8 @@ class Informer:
         return compacted
 
     def _notify(self, kind: str, obj: Object) -> None:
-        if self.on_event is not None:
-            self.on_event(kind, obj)
+        for handler in self.handlers:
+            handler(kind, obj)
 
     def _mark_connected(self) -> None:
         if not self.connected:

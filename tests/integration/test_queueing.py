@@ -295,6 +295,15 @@ async def test_multikueue_end_to_end_with_the_integration_on_the_manager_and_a_w
         held = await s.get(s.runs("manager"), "hello")
         assert held["spec"]["status"] == "PipelineRunPending"  # managedBy: nothing else runs it
         assert _held(held)
+        # One cache per resource: the integration reads the dispatcher's Workload and PipelineRun informers.
+        assert s.manager is not None
+        assert s.manager.integration is not None
+        reconciler = s.manager.integration.reconciler
+        assert reconciler is not None
+        assert reconciler.workload_informer is s.manager.manager_workloads
+        assert reconciler.kinds[PR][0] is s.manager.kinds[PR][0]
+        # MultiKueueClusters, AdmissionChecks, MultiKueueConfigs, Workloads, PipelineRuns: one each
+        assert len(s.manager.informers) == 5
 
         await kueue.reserve_quota(s.api["manager"], name, ns, checks=[s.names["check"]])
         await s.copied(name, "worker1")

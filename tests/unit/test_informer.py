@@ -51,7 +51,7 @@ def page(items: list[dict[str, Any]], rv: int, cont: str | None = None) -> Any:
 
 async def run_until_idle(informer: Informer, source: ScriptedSource) -> list[tuple[str, str]]:
     seen: list[tuple[str, str]] = []
-    informer.on_event = lambda kind, o: seen.append((kind, o["metadata"]["name"]))
+    informer.add_handler(lambda kind, o: seen.append((kind, o["metadata"]["name"])))
     with anyio.fail_after(5):
         async with anyio.create_task_group() as tg:
             tg.start_soon(informer.run)
@@ -199,3 +199,65 @@ async def test_a_remembered_write_never_regresses_the_cache_nor_brings_back_the_
     current = informer.get(ObjectKey("ns", "a"))
     assert current is not None
     assert current["metadata"]["resourceVersion"] == "7"
+
+
+def owned(name: str, rv: int, owner: str) -> dict[str, Any]:
+    o = obj(name, rv)
+    o["metadata"]["ownerReferences"] = [{"uid": owner, "controller": True}]
+    return o
+
+
+def owner_uids(o: dict[str, Any]) -> list[str]:
+    return [r["uid"] for r in o["metadata"].get("ownerReferences") or [] if r.get("controller")]
+
+
+async def test_an_index_follows_adds_changes_deletes_and_relists() -> None:
+    source = ScriptedSource(
+        lists=[
+            page([owned("a", 1, "u1"), owned("b", 2, "u1")], 10),
+            page([owned("b", 2, "u1"), owned("c", 30, "u2")], 31),
+        ],
+        watches=[
+            [
+                {"type": "MODIFIED", "object": owned("a", 11, "u2")},  # a changes owner
+                {"type": "DELETED", "object": owned("b", 12, "u1")},
+                ApiException(status=410, reason="Expired"),  # relist: b back, a gone, c new
+            ]
+        ],
+    )
+    informer = Informer(source)
+    informer.add_index("owner", owner_uids)
+    snapshots: list[tuple[list[str], list[str]]] = []
+
+    def snapshot(kind: str, o: dict[str, Any]) -> None:  # the index is current when handlers run
+        snapshots.append(
+            ([k.name for k in informer.by_index("owner", "u1")], [k.name for k in informer.by_index("owner", "u2")])
+        )
+
+    informer.add_handler(snapshot)
+    await run_until_idle(informer, source)
+    assert snapshots[2:4] == [(["b"], ["a"]), ([], ["a"])]
+    assert (informer.by_index("owner", "u1"), informer.by_index("owner", "u2")) == (
+        [ObjectKey("ns", "b")],
+        [ObjectKey("ns", "c")],
+    )
+    assert informer._indexes["owner"].keys() == {"u1", "u2"}, "an emptied value leaves the index"
+
+
+async def test_a_handler_added_to_a_running_informer_first_gets_what_is_cached() -> None:
+    source = ScriptedSource(
+        lists=[page([obj("a", 1), obj("b", 2)], 10)], watches=[[{"type": "ADDED", "object": obj("c", 11)}]]
+    )
+    informer = Informer(source)
+    early: list[tuple[str, str]] = []
+    late: list[tuple[str, str]] = []
+    informer.add_handler(lambda kind, o: early.append((kind, o["metadata"]["name"])))
+    with anyio.fail_after(5):
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(informer.run)
+            await informer.synced.wait()
+            informer.add_handler(lambda kind, o: late.append((kind, o["metadata"]["name"])))
+            await source.done.wait()
+            tg.cancel_scope.cancel()
+    assert early == [("ADDED", "a"), ("ADDED", "b"), ("ADDED", "c")]
+    assert late == early, "the late handler saw the cached objects, then the rest"
