@@ -238,7 +238,7 @@ def _run(args: argparse.Namespace) -> int:
         api_client_from_kubeconfig,
         in_cluster_api_client,
     )
-    from multikueue.kube.errors import ApiException, KubeconfigError, describe
+    from multikueue.kube.errors import ApiError, KubeconfigError, describe
     from multikueue.manager import (
         ConfigSource,
         LeaderElectionSettings,
@@ -310,7 +310,7 @@ def _run(args: argparse.Namespace) -> int:
                 except ConfigError as e:
                     print(f"multikueue: {e}", file=sys.stderr)
                     return 2
-                except ApiException as e:
+                except ApiError as e:
                     raise StartupError(f"cannot read the configuration {source}: {describe(e)}") from None
             manager = Manager(api, config, http_address=http_address, config_source=source, role=args.role)
             if not args.leader_elect:

@@ -25,7 +25,7 @@ from multikueue.integration.webhook import WebhookServer
 from multikueue.kube import core, events, leader
 from multikueue.kube.client import ApiClient
 from multikueue.kube.discovery import KindMisspelt, KindUnavailable, discover_resource
-from multikueue.kube.errors import ApiException, describe
+from multikueue.kube.errors import ApiError, describe
 from multikueue.kube.resources import (
     ADMISSION_CHECKS,
     MULTIKUEUE_CLUSTERS,
@@ -67,7 +67,7 @@ async def load_configuration(api: ApiClient, namespace: str, name: str, key: str
     source = ConfigSource(namespace, name, key)
     try:
         data = await core.config_map_data(api, namespace, name)
-    except ApiException as e:
+    except ApiError as e:
         raise ConfigError(str(source), [f"cannot read the ConfigMap: HTTP {e.status} {e.reason}"]) from None
     return source.parse(data)
 
@@ -96,7 +96,7 @@ async def check_kinds(api: ApiClient, config: Configuration) -> None:
             await discover_resource(api, gvk)
         except KindMisspelt as e:
             raise StartupError(f"multiKueue.externalFrameworks: {e}") from None
-        except (KindUnavailable, ApiException):
+        except (KindUnavailable, ApiError):
             continue
 
 
@@ -109,7 +109,7 @@ async def preflight(api: ApiClient, role: str) -> None:
         if role == "manager":
             what = "list Workloads"
             await Objects(api, WORKLOADS).source().list(limit=1, continue_token=None)
-    except ApiException as e:
+    except ApiError as e:
         raise StartupError(f"the manager cluster refused {what}: {describe(e)}") from None
     except (aiohttp.ClientError, TimeoutError, OSError) as e:
         raise StartupError(f"cannot reach the manager cluster ({what}): {describe(e)}") from None
@@ -324,7 +324,7 @@ class Manager:
         for gvk in self.config.multi_kueue.gvks:
             try:
                 self._watch_kind(gvk, await discover_resource(self.api, gvk))
-            except (KindUnavailable, ApiException) as e:
+            except (KindUnavailable, ApiError) as e:
                 log.warning("kind not served by the manager yet; looked for again periodically", kind=str(gvk),
                             error=str(e))  # fmt: skip
                 missing.append(gvk)

@@ -26,7 +26,7 @@ from multikueue.config import GroupVersionKind
 from multikueue.kube import core
 from multikueue.kube.client import DEFAULT_MAX_CONNECTIONS, ApiClient, api_client_from_kubeconfig, rate_limit
 from multikueue.kube.discovery import KindUnavailable, cluster_identity, discover_resource
-from multikueue.kube.errors import ApiException, describe
+from multikueue.kube.errors import ApiError, describe
 from multikueue.kube.resources import WORKLOADS, Objects, Resource
 from multikueue.labels import ORIGIN_LABEL, prebuilt_workload_of
 from multikueue.runtime.informer import DELETED, Informer, ObjectKey
@@ -62,7 +62,7 @@ async def discover_later(
         for gvk in list(missing):
             try:
                 resource = await discover_resource(api, gvk)
-            except (KindUnavailable, ApiException, aiohttp.ClientError, TimeoutError, OSError):
+            except (KindUnavailable, ApiError, aiohttp.ClientError, TimeoutError, OSError):
                 continue  # still missing, or the server did not answer: the next round asks again
             missing.remove(gvk)
             log.info("kind now served; watching it", kind=str(gvk))
@@ -204,7 +204,7 @@ class WorkerConnection:
             await core.server_version(api)
             step = "cannot read the worker's identity (namespace kube-system): "
             self.identity = await cluster_identity(api)
-        except (ApiException, aiohttp.ClientError, TimeoutError, OSError) as e:
+        except (ApiError, aiohttp.ClientError, TimeoutError, OSError) as e:
             await api.close()
             self._attempt_failed(step + describe(e))
             raise ConnectionFailed(self.last_error) from None
@@ -265,7 +265,7 @@ class WorkerConnection:
                     await core.server_version(api)
             except TimeoutError:
                 error = f"health probe: no answer within {self.timeout:g}s"
-            except (ApiException, aiohttp.ClientError, OSError) as e:
+            except (ApiError, aiohttp.ClientError, OSError) as e:
                 error = f"health probe: {describe(e)}"
             if (error is None) == (self.unreachable_since is None):
                 continue  # no change
@@ -295,7 +295,7 @@ class WorkerConnection:
                 self.kind_errors[gvk] = str(e)
                 self.unserved.add(gvk)
                 continue
-            except (ApiException, aiohttp.ClientError, TimeoutError, OSError) as e:
+            except (ApiError, aiohttp.ClientError, TimeoutError, OSError) as e:
                 self.kind_errors[gvk] = describe(e)
                 continue
             self.kind_errors.pop(gvk, None)

@@ -36,7 +36,7 @@ from multikueue.kube import events
 from multikueue.kube.client import ApiClient
 from multikueue.kube.conditions import Condition, find, same_state, set_condition
 from multikueue.kube.discovery import KindUnavailable, discover_resource
-from multikueue.kube.errors import REFUSALS, ApiException, api_error
+from multikueue.kube.errors import ApiError, Conflict, Refused, summary
 from multikueue.kube.resources import Objects, Resource
 from multikueue.labels import ORIGIN_LABEL, PLACEMENT_AVOID, PLACEMENT_PHASE, PLACEMENT_RECORD, PLACEMENT_WORKER
 from multikueue.metrics import Metrics
@@ -198,17 +198,15 @@ class DirectReconciler:
             body = adapter.worker_copy(obj, origin=self.origin, workload_name="")
             try:
                 await remote_api.create(body, okey.namespace)
-            except ApiException as e:
+            except Refused as e:
                 # The worker refuses this object (invalid, forbidden, its namespace missing): place it elsewhere.
-                if e.status in REFUSALS:
-                    error = api_error(e)
-                    log.warning("worker refused the copy", cluster=worker, kind=gvk.kind, namespace=okey.namespace,
-                                name=okey.name, code=error.code, message=error.message)  # fmt: skip
-                    return await self._move_away(gvk, obj, worker, f"refused it: {error}")
-                if e.status != 409:
-                    raise WorkerWriteFailed(worker, "create", gvk.kind, okey.namespace, okey.name, e) from None
+                error = summary(e)
+                log.warning("worker refused the copy", cluster=worker, kind=gvk.kind, namespace=okey.namespace,
+                            name=okey.name, code=error.code, message=error.message)  # fmt: skip
+                return await self._move_away(gvk, obj, worker, f"refused it: {error}")
+            except Conflict:  # already there: made by an earlier pass whose answer was lost, or not ours
                 remote = await remote_api.get(okey.name, okey.namespace)
-            except (TimeoutError, OSError) as e:
+            except (ApiError, TimeoutError, OSError) as e:
                 raise WorkerWriteFailed(worker, "create", gvk.kind, okey.namespace, okey.name, e) from None
             else:
                 log.info("object created on worker", cluster=worker, kind=gvk.kind, object=str(okey))

@@ -27,7 +27,7 @@ from multikueue.kube import events
 from multikueue.kube.client import ApiClient
 from multikueue.kube.conditions import now_rfc3339, set_condition
 from multikueue.kube.discovery import KindUnavailable, discover_resource
-from multikueue.kube.errors import REFUSALS, ApiException, api_error
+from multikueue.kube.errors import ApiError, Conflict, Refused, summary
 from multikueue.kube.resources import WORKLOADS, Objects, Resource
 from multikueue.labels import ORIGIN_LABEL, prebuilt_workload_of
 from multikueue.metrics import Metrics
@@ -377,10 +377,9 @@ class WorkloadReconciler:
         key = ObjectKey.of(local)
         try:
             await Objects(connection.api, WORKLOADS).create(wl.clone_for_create(local, self.origin), key.namespace)
-        except ApiException as e:
-            if e.status != 409:  # 409: already there, a previous pass created it
-                raise WorkerWriteFailed(cluster, "create", "Workload", key.namespace, key.name, e) from None
-        except (TimeoutError, OSError) as e:
+        except Conflict:
+            pass  # already there: a previous pass created it
+        except (ApiError, TimeoutError, OSError) as e:
             raise WorkerWriteFailed(cluster, "create", "Workload", key.namespace, key.name, e) from None
         else:
             if self.metrics is not None:
@@ -523,11 +522,9 @@ class WorkloadReconciler:
         body = adapter.worker_copy(local_job, origin=self.origin, workload_name=local_wl["metadata"]["name"])
         try:
             await remote_api.create(body, job_key.namespace)
-        except ApiException as e:
-            if e.status != 409:
-                raise WorkerWriteFailed(cluster, "create", adapter.gvk.kind, *_named(job_key), e) from None
+        except Conflict:
             return False, await remote_api.get(job_key.name, job_key.namespace)  # not cached yet, or not ours
-        except (TimeoutError, OSError) as e:
+        except (ApiError, TimeoutError, OSError) as e:
             raise WorkerWriteFailed(cluster, "create", adapter.gvk.kind, *_named(job_key), e) from None
         log.info("object created on worker", cluster=cluster, kind=adapter.gvk.kind, object=str(job_key))
         if self.metrics is not None:
@@ -552,13 +549,11 @@ class WorkloadReconciler:
         manager_api = Objects(self.api, await self._manager_resource(adapter.gvk))
         try:
             written = await manager_api.patch_status(job_key.name, patch, job_key.namespace)
-        except ApiException as e:
-            if e.status not in REFUSALS:
-                raise
+        except Refused as e:
             # Never dropped silently: reported on the Workload, and retried with backoff by raising.
             message = (
                 f"status of {adapter.gvk.kind} {job_key} from worker {cluster} was rejected by the manager: "
-                f"{api_error(e)}"
+                f"{summary(e)}"
             )
             await self._event(local_wl, "Warning", message)
             raise StatusRejected(message) from None
@@ -618,12 +613,12 @@ class WorkloadReconciler:
         if remote is not None and not remote["metadata"].get("deletionTimestamp"):
             try:
                 await Objects(connection.api, connection.resources[adapter.gvk]).delete(job_key.name, job_key.namespace)
-            except (ApiException, TimeoutError, OSError) as e:
+            except (ApiError, TimeoutError, OSError) as e:
                 raise WorkerWriteFailed(cluster, "delete", adapter.gvk.kind, job_key.namespace, job_key.name, e) from e
             log.info("object deleted on worker", cluster=cluster, kind=adapter.gvk.kind, object=str(job_key))
         try:
             await self._remove_remote_workload(connection, key)
-        except (ApiException, TimeoutError, OSError) as e:
+        except (ApiError, TimeoutError, OSError) as e:
             raise WorkerWriteFailed(cluster, "delete", "Workload", key.namespace, key.name, e) from e
 
     async def _remove_remote_workload(self, connection: WorkerConnection, key: ObjectKey) -> None:

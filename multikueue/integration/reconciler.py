@@ -6,6 +6,7 @@ It runs on whichever cluster the objects are on: the manager (Workloads for Kueu
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any
 
 import anyio
@@ -19,7 +20,7 @@ from multikueue.integration.lifecycle import Decision, Step, decide, finished_st
 from multikueue.kube import events
 from multikueue.kube.client import ApiClient
 from multikueue.kube.discovery import KindUnavailable, discover_resource
-from multikueue.kube.errors import ApiException
+from multikueue.kube.errors import ApiError, Conflict, NotFound
 from multikueue.kube.resources import KUEUE, WORKLOADS, Objects, Resource
 from multikueue.labels import PRIORITY_CLASS_LABEL, RESOURCE_IN_USE_FINALIZER
 from multikueue.runtime.controller import Controller, ControllerObserver, Result
@@ -167,9 +168,7 @@ class IntegrationReconciler:
         self._said.pop(key, None)
         try:
             await self.workloads.create(body, obj["metadata"]["namespace"])
-        except ApiException as e:
-            if e.status != 409:
-                raise
+        except Conflict:
             return None  # made by an earlier attempt whose answer was lost: the informer brings it
         name = f"{obj['metadata']['namespace']}/{body['metadata']['name']}"
         await self._event(obj, "Normal", "CreatedWorkload", f"Created Workload: {name}")
@@ -181,11 +180,8 @@ class IntegrationReconciler:
         if kept == (meta.get("finalizers") or []):
             return
         patch = {"metadata": {"resourceVersion": meta["resourceVersion"], "finalizers": kept or None}}
-        try:
+        with contextlib.suppress(NotFound):  # gone already
             await self.workloads.patch(meta["name"], patch, meta["namespace"])
-        except ApiException as e:
-            if e.status != 404:
-                raise
 
     async def _object_gone(self, gvk: GroupVersionKind, key: ObjectKey) -> None:
         """The object is deleted (or being deleted): its Workloads go too (Kueue's finalizer first)."""
@@ -237,7 +233,7 @@ class IntegrationController:
         for gvk in integrations:
             try:
                 watch_kind(gvk, await discover_resource(self.api, gvk))
-            except (KindUnavailable, ApiException) as e:
+            except (KindUnavailable, ApiError) as e:
                 log.warning("kind not served here yet; integrated once it is", kind=str(gvk), error=str(e))
                 missing.append(gvk)
 

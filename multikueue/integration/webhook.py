@@ -25,7 +25,7 @@ from multikueue.config import GroupVersionKind, Integration, Webhook
 from multikueue.integration.lifecycle import admission_patch
 from multikueue.kube import core
 from multikueue.kube.client import ApiClient
-from multikueue.kube.errors import ApiException
+from multikueue.kube.errors import ApiError, Conflict, NotFound, describe
 from multikueue.pki import CertificateAuthority, KeyPair
 
 log = structlog.get_logger(__name__)
@@ -108,9 +108,7 @@ async def generated_secret(api: ApiClient, namespace: str, options: Webhook) -> 
         secret: dict[str, Any] | None
         try:
             secret = await core.read_secret(api, namespace, name)
-        except ApiException as e:
-            if e.status != 404:
-                raise
+        except NotFound:
             secret = None
         if secret is not None and _usable(secret, options.hosts):
             return {k: base64.b64decode(v) for k, v in secret["data"].items()}
@@ -121,9 +119,7 @@ async def generated_secret(api: ApiClient, namespace: str, options: Webhook) -> 
             body["metadata"]["resourceVersion"] = secret["metadata"]["resourceVersion"]
         try:
             await core.write_secret(api, namespace, body, replace=secret is not None)
-        except ApiException as e:
-            if e.status != 409:
-                raise
+        except Conflict:
             continue
         log.info("webhook serving certificate generated", secret=f"{namespace}/{name}", hosts=list(options.hosts))
         return {k: base64.b64decode(v) for k, v in body["data"].items()}
@@ -151,9 +147,9 @@ async def inject_ca_bundle(api: ApiClient, name: str, ca_pem: bytes) -> None:
     """Write the generated CA into every webhook of the MutatingWebhookConfiguration ``name``."""
     try:
         count = await core.inject_mutating_ca_bundle(api, name, base64.b64encode(ca_pem).decode())
-    except ApiException as e:
-        log.warning("webhook configuration not found; its caBundle is not set (the fallback holds objects)",
-                    name=name, error=f"HTTP {e.status}")  # fmt: skip
+    except ApiError as e:
+        log.warning("webhook configuration's caBundle not set (the fallback holds objects)", name=name,
+                    error=describe(e))  # fmt: skip
         return
     log.info("webhook CA bundle written", configuration=name, webhooks=count)
 

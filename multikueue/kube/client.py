@@ -22,6 +22,8 @@ from kubernetes_asyncio.config import kube_config
 from kubernetes_asyncio.config.incluster_config import InClusterConfigLoader
 from yarl import URL
 
+from multikueue.kube.errors import typed
+
 DEFAULT_TIMEOUT = aiohttp.ClientTimeout(total=30, connect=5, sock_connect=5)
 """Total and connect bounds for a request that sets none (watches set their own)."""
 
@@ -107,11 +109,11 @@ class ApiClient(k8s_client.ApiClient):
         )
         if self.on_request is not None:
             self.on_request(method)
-        if self.limiter is None and self.on_error is None:
-            return call()
         return self._guarded(call)
 
     async def _guarded(self, call: Any) -> Any:
+        """Every request: rate-limited, counted when it fails, and its API error raised as what it means
+        (``errors.typed``: ``NotFound``, ``Conflict``...)."""
         try:
             if self.limiter is None:
                 return await call()
@@ -120,7 +122,7 @@ class ApiClient(k8s_client.ApiClient):
         except ApiException as e:
             if self.on_error is not None:
                 self.on_error(str(e.status))
-            raise
+            raise typed(e) from None
         except (aiohttp.ClientError, TimeoutError, OSError):
             if self.on_error is not None:
                 self.on_error("connection")

@@ -1,6 +1,6 @@
 """Built-in (non-custom) API calls the controllers make, so that only ``kube/`` talks to the API: the server's
 version (a liveness probe), ConfigMaps and Secrets read, written and watched, Warning Events watched, and the
-caBundle of a MutatingWebhookConfiguration. Errors are the client's ``ApiException`` (see ``kube.errors``)."""
+caBundle of a MutatingWebhookConfiguration. Errors are ``kube.errors.ApiError`` subclasses."""
 
 from __future__ import annotations
 
@@ -42,7 +42,7 @@ def warning_event_source(api: ApiClient, *, description: str) -> ApiListSource:
 
 
 async def read_secret(api: ApiClient, namespace: str, name: str) -> Object:
-    """The Secret as a plain dict (``data`` values still base64); ``ApiException`` 404 when there is none."""
+    """The Secret as a plain dict (``data`` values still base64); ``NotFound`` when there is none."""
     secret = await k8s_client.CoreV1Api(api).read_namespaced_secret(name, namespace)
     result: Object = api.sanitize_for_serialization(secret)
     return result

@@ -4,10 +4,10 @@ RESTMapper finds it."""
 from __future__ import annotations
 
 from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from multikueue.config import GroupVersionKind
 from multikueue.kube.client import ApiClient
+from multikueue.kube.errors import ApiError, NotFound
 from multikueue.kube.resources import Resource
 
 
@@ -29,10 +29,8 @@ async def discover_resource(api: ApiClient, gvk: GroupVersionKind) -> Resource:
     missing = f'no matches for kind "{gvk.kind}" in version "{gvk.api_version}"'
     try:
         listed = await k8s_client.CustomObjectsApi(api).get_api_resources(gvk.group, gvk.version)
-    except ApiException as e:
-        if e.status == 404:
-            raise await _misspelt(api, gvk) or KindUnavailable(missing) from None
-        raise
+    except NotFound:
+        raise await _misspelt(api, gvk) or KindUnavailable(missing) from None
     resources = listed.resources or []
     names = {r.name for r in resources}
     for resource in resources:
@@ -55,7 +53,7 @@ async def _misspelt(api: ApiClient, gvk: GroupVersionKind) -> KindMisspelt | Non
     """The group or version in another case (``pipelinerun.v1.Tekton.dev``): the served spelling, if any."""
     try:
         groups = await k8s_client.ApisApi(api).get_api_versions()
-    except ApiException:
+    except ApiError:
         return None
     for group in groups.groups or []:
         if group.name.lower() != gvk.group.lower():
@@ -65,7 +63,7 @@ async def _misspelt(api: ApiClient, gvk: GroupVersionKind) -> KindMisspelt | Non
                 continue
             try:
                 listed = await k8s_client.CustomObjectsApi(api).get_api_resources(group.name, version.version)
-            except ApiException:
+            except ApiError:
                 return None
             for resource in listed.resources or []:
                 if resource.kind.lower() == gvk.kind.lower() and "/" not in resource.name:

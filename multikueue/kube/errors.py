@@ -1,7 +1,10 @@
-"""API errors as users read them: the HTTP code, the API's reason and message, never the response headers.
+"""API errors by what they mean, and as users read them.
 
-``str(ApiException)`` dumps the response headers and the raw body, which is what a log line or a condition
-message must never carry. Everything that reports an API failure goes through ``describe``.
+Every failed call through ``kube/`` raises an ``ApiError`` subclass (``NotFound``, ``Conflict``, ``Gone``,
+``Refused``...), so code outside ``kube/`` says ``except NotFound`` rather than comparing HTTP codes, and never
+imports the client's exception. ``str()`` of the client's exception dumps the response headers and the raw body,
+which a log line or a condition message must never carry: everything that reports an API failure goes through
+``describe``.
 """
 
 from __future__ import annotations
@@ -9,19 +12,73 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 
-# The client's own exception types, re-exported: code outside kube/ catches them from here, never from the client.
-from kubernetes_asyncio.client.exceptions import ApiException as ApiException
+from kubernetes_asyncio.client.exceptions import ApiException
 from kubernetes_asyncio.config.config_exception import ConfigException as KubeconfigError
 
-__all__ = ["REFUSALS", "ApiError", "ApiException", "KubeconfigError", "api_error", "describe", "status_of"]
+__all__ = [
+    "ApiError", "BadRequest", "Busy", "Conflict", "Forbidden", "Gone", "Invalid", "KubeconfigError", "NotFound",
+    "Refused", "Summary", "Unauthorized", "describe", "status_of", "summary", "typed",
+]  # fmt: skip
 
-REFUSALS = frozenset({400, 403, 404, 422})
-"""Answers that say "this cluster will not take this object" (bad request, forbidden, namespace missing, invalid):
-retrying the same write to the same cluster gives the same answer."""
+
+class ApiError(ApiException):
+    """A failed API call (the client's exception, with its status, reason, body and headers)."""
+
+
+class Refused(ApiError):
+    """ "This cluster will not take this request as it is" (bad request, forbidden, not found, invalid): the same
+    write to the same cluster gets the same answer."""
+
+
+class BadRequest(Refused):
+    """400"""
+
+
+class Forbidden(Refused):
+    """403"""
+
+
+class NotFound(Refused):
+    """404: the object, or its namespace, or the resource itself."""
+
+
+class Invalid(Refused):
+    """422: the object fails validation."""
+
+
+class Unauthorized(ApiError):
+    """401: the credentials are not accepted."""
+
+
+class Conflict(ApiError):
+    """409: the object already exists (on create), or it changed since the resourceVersion the write carried."""
+
+
+class Gone(ApiError):
+    """410: the watch history asked for is gone; list again."""
+
+
+class Busy(ApiError):
+    """429 or 503: the server is starting or shedding load; its ``Retry-After`` says when to come back."""
+
+
+_BY_CODE: dict[int, type[ApiError]] = {
+    400: BadRequest, 401: Unauthorized, 403: Forbidden, 404: NotFound, 409: Conflict, 410: Gone, 422: Invalid,
+    429: Busy, 503: Busy,
+}  # fmt: skip
+
+
+def typed(error: ApiException) -> ApiError:
+    """The client's exception as the ``ApiError`` subclass its code means (the same status, reason, body, headers)."""
+    if isinstance(error, ApiError):
+        return error
+    result = _BY_CODE.get(int(error.status or 0), ApiError)(status=error.status, reason=error.reason)
+    result.body, result.headers = error.body, error.headers
+    return result
 
 
 @dataclass(frozen=True)
-class ApiError:
+class Summary:
     code: int
     reason: str  # the Status reason (NotFound, Forbidden, Invalid, ...) or the HTTP reason phrase
     message: str  # the API's own message
@@ -30,7 +87,7 @@ class ApiError:
         return f"HTTP {self.code} {self.reason}: {self.message}" if self.message else f"HTTP {self.code} {self.reason}"
 
 
-def api_error(error: ApiException) -> ApiError:
+def summary(error: ApiException) -> Summary:
     """The code, reason and message of a failed API call (the Status body when there is one)."""
     code = int(error.status or 0)
     reason, message = str(error.reason or ""), ""
@@ -41,13 +98,13 @@ def api_error(error: ApiException) -> ApiError:
     if isinstance(body, dict):
         reason = str(body.get("reason") or reason)
         message = str(body.get("message") or "")
-    return ApiError(code, reason, message)
+    return Summary(code, reason, message)
 
 
 def describe(error: BaseException) -> str:
     """One line for any failure: API errors without headers, others as ``Type: text``."""
     if isinstance(error, ApiException):
-        return str(api_error(error))
+        return str(summary(error))
     text = str(error)
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 

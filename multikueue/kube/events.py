@@ -8,9 +8,9 @@ from typing import Any
 
 import structlog
 from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from multikueue.kube.client import ApiClient, raw_body
+from multikueue.kube.errors import ApiError, describe
 
 log = structlog.get_logger(__name__)
 
@@ -32,5 +32,5 @@ async def record(api: ApiClient, obj: dict[str, Any], *, type_: str, reason: str
     }  # fmt: skip
     try:
         await k8s_client.CoreV1Api(api).create_namespaced_event(namespace, raw_body(body))
-    except ApiException as e:
-        log.warning("event not recorded", reason=reason, error=f"HTTP {e.status}: {e.reason}")
+    except ApiError as e:
+        log.warning("event not recorded", reason=reason, error=describe(e))

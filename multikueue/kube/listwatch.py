@@ -11,6 +11,8 @@ import anyio
 from kubernetes_asyncio import watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from multikueue.kube.errors import typed
+
 Object = dict[str, Any]
 
 
@@ -37,7 +39,7 @@ class ApiListSource:
         finally:
             response.release()
         if response.status >= 400:  # _preload_content=False leaves the status check to the caller
-            raise ApiException(status=response.status, reason=body.decode(errors="replace")[:300])
+            raise typed(ApiException(status=response.status, reason=body.decode(errors="replace")[:300]))
         result: Object = json.loads(body)
         return result
 
@@ -55,6 +57,8 @@ class ApiListSource:
                 _request_timeout=read_timeout,
             ):
                 yield {"type": event["type"], "object": event["raw_object"]}
+        except ApiException as e:  # an ERROR event (410 Gone: the history asked for is compacted)
+            raise typed(e) from None
         finally:
             # Shielded: a watch cancelled mid-stream (shutdown, kubeconfig rotation) must still release its
             # response and the HTTP session Watch() opens for itself, or every restart leaks one.

@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from multikueue.kube.client import ApiClient
+from multikueue.kube.errors import NotFound
 from multikueue.kube.listwatch import ApiListSource
 
 Object = dict[str, Any]
@@ -72,10 +72,8 @@ class Objects:
     async def get(self, name: str, namespace: str | None = None) -> Object | None:
         try:
             result: Object = await self._method("get")(*self._address(namespace), name)
-        except ApiException as e:
-            if e.status == 404:
-                return None
-            raise
+        except NotFound:
+            return None
         return result
 
     async def create(self, body: Object, namespace: str | None = None) -> Object:
@@ -85,10 +83,8 @@ class Objects:
     async def delete(self, name: str, namespace: str | None = None, *, propagation: str = "Background") -> bool:
         try:
             await self._method("delete")(*self._address(namespace), name, propagation_policy=propagation)
-        except ApiException as e:
-            if e.status == 404:
-                return False
-            raise
+        except NotFound:
+            return False
         return True
 
     async def patch(self, name: str, patch: Object, namespace: str | None = None) -> Object:

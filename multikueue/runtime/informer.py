@@ -22,7 +22,7 @@ import aiohttp
 import anyio
 import structlog
 
-from multikueue.kube.errors import ApiException, describe
+from multikueue.kube.errors import ApiError, Busy, Gone, Refused, describe
 from multikueue.runtime.workqueue import Backoff
 
 Object = dict[str, Any]
@@ -61,8 +61,6 @@ EventHandler = Callable[[str, Object], None]
 IndexFunction = Callable[[Object], Iterable[Hashable]]
 """The values an object is found under in one index (client-go's ``IndexFunc``): e.g. its controller owner's UID."""
 _RETRY = Backoff(base=0.5, factor=2, cap=30)
-BUSY_CODES = frozenset({429, 503})
-"""A server starting up or shedding load ("storage is (re)initializing"): it says when to come back."""
 BUSY_RETRY_MAX = 5.0
 
 
@@ -71,7 +69,7 @@ def retry_delay(error: BaseException, failures: int, backoff: Backoff) -> float:
     ``Retry-After`` says (1 s if it says nothing, at most ``BUSY_RETRY_MAX``), not on the failure streak's growing
     backoff: an API server that just came back answers 429 while its caches fill, and waiting 30 s then would
     leave a returned worker unseen that long. Anything else backs off exponentially, jittered."""
-    if isinstance(error, ApiException) and error.status in BUSY_CODES:
+    if isinstance(error, Busy):
         headers: Any = getattr(error, "headers", None) or {}
         header = headers.get("Retry-After")
         try:
@@ -164,14 +162,13 @@ class Informer:
                     await self._relist()
                 await self._watch()
                 failures = 0
-            except ApiException as e:
-                if e.status == 410:
-                    log.info("watch expired, relisting", source=self.source.description, reason=e.reason)
-                    self.resource_version = None
-                    continue
+            except Gone as e:
+                log.info("watch expired, relisting", source=self.source.description, reason=e.reason)
+                self.resource_version = None
+            except ApiError as e:
                 failures += 1
                 self._failed(e)
-                if e.status in (400, 403, 404):  # a broken request will not heal by resuming the watch
+                if isinstance(e, Refused):  # a broken request will not heal by resuming the watch
                     self.resource_version = None
                 failures = await self._pause(retry_delay(e, failures, self.backoff), failures)
             except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as e:

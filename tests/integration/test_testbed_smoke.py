@@ -13,6 +13,8 @@ from kubernetes_asyncio import watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
+from multikueue.kube.errors import Conflict, Gone, NotFound
+from multikueue.kube.resources import Objects, Resource
 from multikueue.testing import KUBERNETES_VERSION, TestBed
 from multikueue.testing.accounts import mint_service_account_kubeconfig
 from multikueue.testing.objects import PIPELINERUN, pipelinerun, running_status
@@ -32,9 +34,13 @@ async def test_three_separate_clusters_at_the_pinned_version(
         namespace, {"metadata": {"name": "only-on-worker1"}}
     )
     for api in (manager_api, worker2_api):
-        with pytest.raises(ApiException) as e:
+        with pytest.raises(NotFound) as e:  # kube/'s client raises what the code means
             await k8s_client.CoreV1Api(api).read_namespaced_config_map("only-on-worker1", namespace)
         assert e.value.status == 404
+    runs = Objects(worker1_api, Resource("tekton.dev", "v1", "pipelineruns", "PipelineRun"))
+    await runs.create(pipelinerun("twice"), namespace)
+    with pytest.raises(Conflict):
+        await runs.create(pipelinerun("twice"), namespace)
 
 
 async def test_real_pipelinerun_crd_prunes_unknown_spec_fields(namespace: str, worker1_api: ApiClient) -> None:
@@ -191,6 +197,10 @@ async def _gone_then_relist(bed: TestBed, cluster: str, restart: bool) -> None:
         with pytest.raises(ApiException) as gone:
             await _watch_once(co, namespace, old_rv)
         assert gone.value.status == 410
+        source = Objects(api, Resource("tekton.dev", "v1", "pipelineruns", "PipelineRun")).source(namespace=namespace)
+        with pytest.raises(Gone):  # what the informer relists on, from kube/'s source
+            async for _ in source.watch(resource_version=old_rv, timeout_seconds=2):
+                pass
 
         # Recovery is a fresh list (the state now) and a watch from the list's resourceVersion.
         relisted = await co.list_namespaced_custom_object(**PIPELINERUN, namespace=namespace)

@@ -7,8 +7,8 @@ from typing import Any
 
 import aiohttp
 import anyio
-from kubernetes_asyncio.client.exceptions import ApiException
 
+from multikueue.kube.errors import Forbidden, Gone
 from multikueue.runtime.informer import Informer, ObjectKey
 from multikueue.runtime.workqueue import Backoff
 
@@ -101,7 +101,7 @@ async def test_gone_relists_and_reports_what_was_missed() -> None:
             page([obj("keep", 1), obj("drop", 2), obj("edit", 3)], 10),
             page([obj("keep", 1), obj("edit", 20), obj("new", 21)], 22),
         ],
-        watches=[[ApiException(status=410, reason="Expired: too old resource version")]],
+        watches=[[Gone(status=410, reason="Expired: too old resource version")]],
     )
     informer = Informer(source)
     seen = await run_until_idle(informer, source)
@@ -139,9 +139,7 @@ async def test_connection_errors_back_off_keep_the_version_and_record_the_first_
 
 
 async def test_a_forbidden_watch_relists_after_backoff() -> None:
-    source = ScriptedSource(
-        lists=[page([], 10), page([], 12)], watches=[[ApiException(status=403, reason="Forbidden")]]
-    )
+    source = ScriptedSource(lists=[page([], 10), page([], 12)], watches=[[Forbidden(status=403, reason="Forbidden")]])
     informer = Informer(source, backoff=FAST)
     await run_until_idle(informer, source)
     assert informer.relists == 2
@@ -221,7 +219,7 @@ async def test_an_index_follows_adds_changes_deletes_and_relists() -> None:
             [
                 {"type": "MODIFIED", "object": owned("a", 11, "u2")},  # a changes owner
                 {"type": "DELETED", "object": owned("b", 12, "u1")},
-                ApiException(status=410, reason="Expired"),  # relist: b back, a gone, c new
+                Gone(status=410, reason="Expired"),  # relist: b back, a gone, c new
             ]
         ],
     )

@@ -18,7 +18,20 @@ from multikueue.dispatch.check import check
 from multikueue.dispatch.direct import placement_record
 from multikueue.dispatch.mirror import PrunedFields
 from multikueue.dispatch.writes import WorkerWriteFailed, WorkerWrites
-from multikueue.kube.errors import describe
+from multikueue.kube.errors import (
+    ApiError,
+    BadRequest,
+    Busy,
+    Conflict,
+    Forbidden,
+    Gone,
+    Invalid,
+    NotFound,
+    Refused,
+    Unauthorized,
+    describe,
+    typed,
+)
 from multikueue.labels import PLACEMENT_PHASE, PLACEMENT_RECORD, PLACEMENT_WORKER
 from multikueue.runtime.controller import Controller
 from multikueue.runtime.informer import ObjectKey, retry_delay
@@ -36,9 +49,22 @@ class _Response:
         return self.headers
 
 
-def api_exception(status: int, reason: str, body: Any = None, headers: dict[str, str] | None = None) -> ApiException:
-    error = ApiException(http_resp=_Response(status, reason, json.dumps(body or {}), headers))
-    return error
+def api_exception(status: int, reason: str, body: Any = None, headers: dict[str, str] | None = None) -> ApiError:
+    """An API error as kube/ raises it: the client's exception from an HTTP answer, typed by its code."""
+    return typed(ApiException(http_resp=_Response(status, reason, json.dumps(body or {}), headers)))
+
+
+def test_api_errors_are_raised_as_what_their_code_means_with_the_answer_kept() -> None:
+    expected = {400: BadRequest, 401: Unauthorized, 403: Forbidden, 404: NotFound, 409: Conflict, 410: Gone,
+                422: Invalid, 429: Busy, 503: Busy, 500: ApiError}  # fmt: skip
+    for code, kind in expected.items():
+        error = api_exception(code, "r", {"message": "m"}, {"Retry-After": "2"})
+        assert type(error) is kind, code
+        headers: dict[str, str] = dict(error.headers or {})
+        assert (error.status, headers.get("Retry-After"), describe(error)) == (code, "2", f"HTTP {code} r: m")
+    assert all(issubclass(k, Refused) for k in (BadRequest, Forbidden, NotFound, Invalid))
+    assert not any(issubclass(k, Refused) for k in (Unauthorized, Conflict, Gone, Busy))
+    assert isinstance(api_exception(404, "x"), ApiException), "still the client's exception to code that expects it"
 
 
 def test_an_api_error_is_one_line_with_code_reason_and_message_and_no_headers() -> None:
