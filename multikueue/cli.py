@@ -232,6 +232,14 @@ def _run(args: argparse.Namespace) -> int:
 
     from multikueue import logs
     from multikueue.config import ConfigError, parse_configuration
+    from multikueue.controllers import (
+        ConfigSource,
+        Controllers,
+        LeaderElectionSettings,
+        StartupError,
+        load_configuration,
+        preflight,
+    )
     from multikueue.kube.client import (
         DEFAULT_MAX_CONNECTIONS,
         ApiClient,
@@ -239,14 +247,6 @@ def _run(args: argparse.Namespace) -> int:
         in_cluster_api_client,
     )
     from multikueue.kube.errors import ApiError, KubeconfigError, describe
-    from multikueue.manager import (
-        ConfigSource,
-        LeaderElectionSettings,
-        Manager,
-        StartupError,
-        load_configuration,
-        preflight,
-    )
 
     logs.configure(level=args.log_level, json=None if args.log_format == "auto" else args.log_format == "json")
 
@@ -312,7 +312,7 @@ def _run(args: argparse.Namespace) -> int:
                     return 2
                 except ApiError as e:
                     raise StartupError(f"cannot read the configuration {source}: {describe(e)}") from None
-            manager = Manager(api, config, http_address=http_address, config_source=source, role=args.role)
+            manager = Controllers(api, config, http_address=http_address, config_source=source, role=args.role)
             if not args.leader_elect:
                 await _until_signalled(manager.run)
                 return 0
@@ -342,7 +342,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _startup_failure(error: BaseException) -> str | None:
     """The one line to print for a failure at start (task groups wrap it in exception groups), if it is one."""
-    from multikueue.manager import StartupError
+    from multikueue.controllers import StartupError
 
     if isinstance(error, BaseExceptionGroup):
         return next((found for e in error.exceptions if (found := _startup_failure(e)) is not None), None)

@@ -1,8 +1,8 @@
 """The dispatch scenario harness: the controller in-process against the bed, the tests playing Kueue's part.
 
 ``scenario`` (fixture) sets up an AdmissionCheck, MultiKueueConfig and MultiKueueClusters for both workers and
-runs a Manager; a test overrides the configuration by parametrizing ``multikueue_config`` with a YAML document
-whose ``multiKueue`` section (and optional ``dispatcher`` section) is merged over the defaults.
+runs the controllers (``Controllers``); a test overrides the configuration by parametrizing ``multikueue_config``
+with a YAML document whose ``multiKueue`` section (and optional ``dispatcher`` section) is merged over the defaults.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import yaml
 from kubernetes_asyncio import client as k8s_client
 
 from multikueue.config import parse_configuration
+from multikueue.controllers import Controllers
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects, Resource
-from multikueue.manager import Manager
 from multikueue.runtime.informer import ObjectKey
 from multikueue.testing import TestBed, kueue
 from multikueue.testing.objects import pipelinerun
@@ -34,7 +34,7 @@ class Scenario:
         self.bed, self.namespace = bed, namespace
         self.api = {"manager": manager, "worker1": worker1, "worker2": worker2}
         self.names: dict[str, str] = {}
-        self.manager: Manager | None = None
+        self.manager: Controllers | None = None
         self.start_manager: Any = None
         self.stop_manager: Any = None
 
@@ -162,7 +162,7 @@ async def scenario(
     async with anyio.create_task_group() as tg:
 
         async def start(*, wait_for: tuple[str, ...] = ("worker1", "worker2")) -> None:
-            manager = Manager(manager_api, config, temp_dir=tmp_path / "certs", http_address=("127.0.0.1", 0))
+            manager = Controllers(manager_api, config, temp_dir=tmp_path / "certs", http_address=("127.0.0.1", 0))
             scope = anyio.CancelScope()
 
             async def run() -> None:

@@ -12,9 +12,9 @@ import yaml
 from kubernetes_asyncio import client as k8s_client
 
 from multikueue.config import Configuration, parse_configuration
+from multikueue.controllers import ConfigSource, Controllers, load_configuration
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import ADMISSION_CHECKS, MULTIKUEUE_CLUSTERS, MULTIKUEUE_CONFIGS, Objects
-from multikueue.manager import ConfigSource, Manager, load_configuration
 from multikueue.testing import TestBed, kueue
 from multikueue.testing.waiting import eventually
 
@@ -36,7 +36,7 @@ class Harness:
         self.checks = Objects(api, ADMISSION_CHECKS)
         self.configs = Objects(api, MULTIKUEUE_CONFIGS)
         self.core = k8s_client.CoreV1Api(api)
-        self.manager: Manager | None = None
+        self.manager: Controllers | None = None
 
     def name(self, short: str) -> str:
         return f"{self.namespace}-{short}"  # cluster-scoped objects: unique per test
@@ -88,7 +88,7 @@ async def harness(
             config: Configuration = parse_configuration(
                 f"dispatcher: {{namespace: {namespace}, workerClient: {worker_client}}}\n{extra}"
             )
-            h.manager = Manager(manager_api, config, temp_dir=tmp_path / "certs")
+            h.manager = Controllers(manager_api, config, temp_dir=tmp_path / "certs")
             tg.start_soon(h.manager.run)
             with anyio.fail_after(30):
                 await h.manager.started.wait()
@@ -279,7 +279,7 @@ async def test_a_configmap_change_applies_without_a_restart_and_a_bad_one_keeps_
     source = ConfigSource(namespace, "mk", "config.yaml")
     config = await load_configuration(manager_api, source.namespace, source.name, source.key)
     h = Harness(testbed, manager_api, namespace)
-    manager = Manager(manager_api, config, temp_dir=tmp_path / "certs", config_source=source)
+    manager = Controllers(manager_api, config, temp_dir=tmp_path / "certs", config_source=source)
 
     async def message() -> str:
         cluster: dict[str, Any] = await h.clusters.get(h.name("worker1")) or {}

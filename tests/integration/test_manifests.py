@@ -12,12 +12,12 @@ import yaml
 from kubernetes_asyncio import client as k8s_client
 
 from multikueue.config import Configuration, GroupVersionKind, parse_configuration
+from multikueue.controllers import ConfigSource, Controllers, LeaderElectionSettings, load_configuration
 from multikueue.integration.workloads import workload_name
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
 from multikueue.kube.events import record
 from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects, Resource
 from multikueue.labels import WORKER_IDENTITY_ANNOTATION
-from multikueue.manager import ConfigSource, LeaderElectionSettings, Manager, load_configuration
 from multikueue.testing import TestBed, kueue
 from multikueue.testing.accounts import mint_service_account_kubeconfig
 from multikueue.testing.objects import pipelinerun, running_status
@@ -110,7 +110,7 @@ async def test_the_shipped_rbac_is_exactly_enough_to_dispatch(
         ):
             # Everything below runs as the shipped ServiceAccounts: the ConfigMap, the Lease, the Secrets, the
             # manager's objects, and (through the minted kubeconfigs) both workers.
-            manager = Manager(restricted, config, temp_dir=tmp_path / "certs", config_source=source)
+            manager = Controllers(restricted, config, temp_dir=tmp_path / "certs", config_source=source)
             election = LeaderElectionSettings(SYSTEM, "multikueue-dispatcher", f"rbac-{namespace}", 15, 10, 2)
             tg.start_soon(manager.run_as_leader, election)
             with anyio.fail_after(60):
@@ -151,7 +151,7 @@ async def test_a_worker_identity_the_controller_may_not_write_yet_is_written_onc
             _as_the_shipped_controller(testbed, manager_api, tmp_path) as (restricted, config, _),
             anyio.create_task_group() as tg,
         ):
-            manager = Manager(restricted, config, temp_dir=tmp_path / "certs")
+            manager = Controllers(restricted, config, temp_dir=tmp_path / "certs")
             tg.start_soon(manager.run)
             with anyio.fail_after(60):
                 await manager.started.wait()
@@ -281,7 +281,7 @@ async def test_the_shipped_integration_rbac_is_exactly_enough_to_queue(
             await api_client_from_kubeconfig(account, temp_dir=tmp_path) as restricted,
             anyio.create_task_group() as tg,
         ):
-            manager = Manager(restricted, config, role="worker")
+            manager = Controllers(restricted, config, role="worker")
             tg.start_soon(manager.run)
             with anyio.fail_after(60):
                 await manager.started.wait()

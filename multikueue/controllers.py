@@ -1,4 +1,4 @@
-"""Process wiring on the manager cluster: informers, reconcilers and controllers, run in one task group."""
+"""Process wiring: the informers, reconcilers and controllers one process runs for its role, in one task group."""
 
 from __future__ import annotations
 
@@ -115,7 +115,11 @@ async def preflight(api: ApiClient, role: str) -> None:
         raise StartupError(f"cannot reach the manager cluster ({what}): {describe(e)}") from None
 
 
-class Manager:
+class Controllers:
+    """Every controller of one ``multikueue run`` process, for its role: on the manager cluster the dispatcher (and
+    the integration, if configured); with ``--role worker`` only the integration. Restarted as a whole when a valid
+    new configuration appears; with leader election, run only while holding the Lease."""
+
     def __init__(
         self,
         api: ApiClient,
