@@ -78,7 +78,9 @@ def percentile(values: list[float], q: float) -> float | None:
 class Dispatcher:
     """The controller as its own process, with its CPU time, peak RSS and /metrics at hand."""
 
-    def __init__(self, kubeconfig: Path, config: str, workdir: Path, *, traced: Path | None = None) -> None:
+    def __init__(
+        self, kubeconfig: Path, config: str, workdir: Path, *, traced: Path | None = None, source: Path | None = None
+    ) -> None:
         self.port = free_port()
         (workdir / "config.yaml").write_text(config)
         self.argv = run_argv(
@@ -90,13 +92,14 @@ class Dispatcher:
         if traced is not None:  # python -m bench.traced OUT run ...: the same command under tracemalloc
             self.argv[1:3] = ["-m", "bench.traced", str(traced.resolve())]
         self.log = workdir / "dispatcher.log"
+        self.env = None if source is None else {**os.environ, "PYTHONPATH": str(source.resolve())}
         self.process: subprocess.Popen[bytes] | None = None
         self.cpu_before_restarts = 0.0
         self.peak_rss = 0
 
     def start(self) -> None:
         with self.log.open("ab") as log:
-            self.process = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT)
+            self.process = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, env=self.env)
 
     def cpu_seconds(self) -> float:
         assert self.process is not None
@@ -174,14 +177,25 @@ class Dispatcher:
         return {s.labels["cluster"] for s in await self._samples("multikueue_worker_connected") if s.value == 1}
 
 
-def configuration(mode: str, namespace: str) -> str:
+INTEGRATION = {
+    "suspend": {"path": ".spec.status", "value": "PipelineRunPending", "stopValue": "StoppedRunFinally"},
+    "podSets": [{"name": "pod-set-1", "requests": {"tekton.dev/pipelineruns": "1"}}],
+}
+"""``--integration``: the PipelineRun adapter's integration section (the bench's runs carry no queue-name label, so
+the integration only reads them: what it adds is its caches and its reconciles)."""
+
+
+def configuration(mode: str, namespace: str, *, integration: bool = False) -> str:
     document = yaml.safe_load((ROOT / "config" / "manager" / "config.yaml").read_text())
     document["dispatcher"]["namespace"] = namespace
+    adapter: dict[str, Any] = {"name": "PipelineRun.v1.tekton.dev"}
     if mode == "direct":
         finished = {"path": '.status.conditions[?type=="Succeeded"].status', "notIn": ["Unknown"]}
-        document["dispatcher"]["adapters"] = [
-            {"name": "PipelineRun.v1.tekton.dev", "mode": "Direct", "finished": finished}
-        ]
+        adapter.update(mode="Direct", finished=finished)
+    if integration:
+        adapter["integration"] = INTEGRATION
+    if len(adapter) > 1:
+        document["dispatcher"]["adapters"] = [adapter]
     return yaml.safe_dump(document)
 
 
@@ -345,7 +359,8 @@ async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
                            namespace_selector={})  # fmt: skip
     dispatcher: Dispatcher | None = None
     if args.dispatcher == "multikueue":
-        dispatcher = Dispatcher(manager_kubeconfig, configuration(args.mode, system), workdir, traced=args.tracemalloc)
+        config = configuration(args.mode, system, integration=args.integration)
+        dispatcher = Dispatcher(manager_kubeconfig, config, workdir, traced=args.tracemalloc, source=args.source)
         dispatcher.start()
     measured: Dispatcher | RealKueue = dispatcher or real_kueue  # type: ignore[assignment]
     for w in workers:
@@ -512,6 +527,8 @@ async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
         "objects": n,
         "faults": args.faults,
         "backlog": args.backlog,
+        "integration": args.integration,
+        "source": args.source_commit,
         "dispatch_throughput_per_s": n / (dispatched_at - started),
         "end_to_end_throughput_per_s": n / (finished_at - started),
         "submit_seconds": submitted_at - started,
@@ -607,6 +624,16 @@ async def inject(fault: str, bed: TestBed, dispatcher: Dispatcher, workers: list
     tg.start_soon(back)
 
 
+def _commit(checkout: Path) -> str:
+    """The commit a checkout is at (short), or "" outside git."""
+    try:
+        out = subprocess.run(["git", "-C", str(checkout), "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, timeout=10, check=True)  # fmt: skip
+    except (OSError, subprocess.SubprocessError):
+        return ""
+    return out.stdout.strip()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--mode", choices=["kueue", "direct"], default="kueue")
@@ -639,8 +666,18 @@ def main(argv: list[str] | None = None) -> int:
         metavar="FILE",
         help="trace the dispatcher's allocations and write what is live in flight to FILE (slows it: no timings)",
     )
+    parser.add_argument(
+        "--integration", action="store_true", help="the PipelineRun adapter also has an integration section"
+    )
+    parser.add_argument(
+        "--source",
+        type=Path,
+        metavar="DIR",
+        help="run the dispatcher from another checkout of this repository (git worktree), for before/after figures",
+    )
     parser.add_argument("--out", type=Path, help="JSON result file (default bench/results/<mode>-w<W>-n<N>.json)")
     args = parser.parse_args(argv)
+    args.source_commit = _commit(args.source or ROOT)
     if args.dispatcher == "kueue":
         args.kueue = "real"
         if args.faults or args.backlog or args.mode != "kueue":
@@ -655,6 +692,7 @@ def main(argv: list[str] | None = None) -> int:
             say(f"cannot run real Kueue: {e}")
             return 3
     suffix = ("-faults" if args.faults else "") + ("-backlog" if args.backlog else "")
+    suffix += "-integration" if args.integration else ""
     if args.kueue == "real":
         suffix += "-kueue-multikueue" if args.dispatcher == "kueue" else "-kueue-core"
     out = args.out or RESULTS / f"{args.mode}-w{args.workers}-n{args.objects}{suffix}.json"

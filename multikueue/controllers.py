@@ -15,8 +15,9 @@ from aiohttp import web
 
 from multikueue import owners
 from multikueue.clusters.admissioncheck import AdmissionCheckReconciler
-from multikueue.clusters.connections import WorkerConnection, discover_later
+from multikueue.clusters.connections import discover_later
 from multikueue.clusters.reconciler import ClusterReconciler
+from multikueue.clusters.worker import Worker
 from multikueue.config import ConfigError, Configuration, GroupVersionKind, parse_configuration
 from multikueue.dispatch.direct import DirectKey, DirectReconciler
 from multikueue.dispatch.reconciler import WorkloadReconciler
@@ -35,7 +36,7 @@ from multikueue.kube.resources import (
     Resource,
 )
 from multikueue.metrics import Metrics, http_app, serve
-from multikueue.runtime.controller import Controller
+from multikueue.runtime.controller import Controller, Result
 from multikueue.runtime.informer import DELETED, Informer, ObjectKey
 from multikueue.runtime.shared import SharedInformers
 
@@ -376,8 +377,8 @@ class Controllers:
         )
         self.cluster_reconciler = ClusterReconciler(
             config, Objects(api, MULTIKUEUE_CLUSTERS), clusters, informers["secrets"], tg,
-            on_connection_change=self._connection_changed, on_remote_event=self._on_remote,
-            on_remote_object=self._on_remote_object, temp_dir=self.temp_dir, metrics=self.metrics,
+            on_connection_change=self._connection_changed, on_worker_event=self._on_worker_change,
+            on_worker_object=self._on_worker_object, temp_dir=self.temp_dir, metrics=self.metrics,
         )  # fmt: skip
         self.workload_reconciler = WorkloadReconciler(
             config, api, self.manager_workloads, checks, configs, self._connections,
@@ -408,14 +409,16 @@ class Controllers:
         if config.multi_kueue.gc_interval > 0:
             tg.start_soon(self._collect_garbage_forever)
 
-    def _connections(self) -> dict[str, WorkerConnection]:
-        return self.cluster_reconciler.connections if self.cluster_reconciler else {}
+    def _connections(self) -> dict[str, Worker]:
+        """The workers as the dispatch code sees them (``clusters.worker.Worker``), by MultiKueueCluster name."""
+        connections = self.cluster_reconciler.connections if self.cluster_reconciler else {}
+        return {name: connection.worker for name, connection in connections.items()}
 
     # ------------------------------------------------------------------------- what each event enqueues
 
     def _on_workload(self, kind: str, obj: Object) -> None:
         if kind == DELETED and self.workload_reconciler is not None:
-            self.workload_reconciler.forget_deleted(obj)
+            self.workload_reconciler.remember_deleted(obj)
         self.workload_controller.enqueue(ObjectKey.of(obj))
 
     def _on_object(self, gvk: GroupVersionKind, direct: bool, kind: str, obj: Object) -> None:
@@ -428,11 +431,11 @@ class Controllers:
             for workload in self.manager_workloads.by_index(owners.BY_OWNER_UID, obj["metadata"].get("uid", "")):
                 self.workload_controller.enqueue(workload)
 
-    def _on_remote(self, cluster: str, key: ObjectKey) -> None:
+    def _on_worker_change(self, cluster: str, key: ObjectKey) -> None:
         """Bursts from workers coalesce over the batch period."""
         self.workload_controller.queue.add_after(key, self.config.dispatcher.events_batch_period)
 
-    def _on_remote_object(self, cluster: str, gvk: GroupVersionKind, key: ObjectKey) -> None:
+    def _on_worker_object(self, cluster: str, gvk: GroupVersionKind, key: ObjectKey) -> None:
         if gvk in self.direct_kinds:
             self.direct_controller.queue.add_after((gvk, key), self.config.dispatcher.events_batch_period)
 
@@ -556,18 +559,18 @@ class Controllers:
                 except Exception as e:
                     log.warning("garbage collection failed", error=f"{type(e).__name__}: {e}")
 
-    async def _reconcile_workload(self, key: ObjectKey) -> Any:
+    async def _reconcile_workload(self, key: ObjectKey) -> Result | None:
         assert self.workload_reconciler is not None
         return await self.workload_reconciler.reconcile(key)
 
-    async def _reconcile_direct(self, key: DirectKey) -> Any:
+    async def _reconcile_direct(self, key: DirectKey) -> Result | None:
         assert self.direct_reconciler is not None
         return await self.direct_reconciler.reconcile(key)
 
-    async def _reconcile_cluster(self, name: str) -> Any:
+    async def _reconcile_cluster(self, name: str) -> Result | None:
         assert self.cluster_reconciler is not None
         return await self.cluster_reconciler.reconcile(name)
 
-    async def _reconcile_check(self, name: str) -> Any:
+    async def _reconcile_check(self, name: str) -> Result | None:
         assert self.check_reconciler is not None
         return await self.check_reconciler.reconcile(name)

@@ -1,4 +1,5 @@
-"""Kueue's label and annotation keys this controller reads and writes (one place, as Kueue's constants.go)."""
+"""Kueue's names this controller reads and writes: labels, annotations, finalizers, Workload condition types and
+admission-check states (one place, as Kueue's constants.go)."""
 
 from __future__ import annotations
 
@@ -26,6 +27,18 @@ PLACEMENT_PHASE = "multikueue.x-k8s.io/phase"
 
 PLACEMENT_AVOID = "multikueue.x-k8s.io/avoid"
 """On a direct-mode manager object: JSON map of workers not to use again, with why (lost there, refused it)."""
+
+JOB_OWNER_GVK = "kueue.x-k8s.io/job-owner-gvk"
+"""On a Workload made for a kind Kueue knows no integration of: the owner's kind (``Kind.version.group``)."""
+
+JOB_OWNER_NAME = "kueue.x-k8s.io/job-owner-name"
+"""On such a Workload: the owner's name."""
+
+# Workload condition types and admission-check states (Kueue's workload_types.go).
+QUOTA_RESERVED, ADMITTED, FINISHED, EVICTED = "QuotaReserved", "Admitted", "Finished", "Evicted"
+OUT_OF_SYNC = "OutOfSync"
+"""The ``Finished`` reason of a prebuilt Workload whose pod sets differ from its object's."""
+PENDING, READY, RETRY, REJECTED = "Pending", "Ready", "Retry", "Rejected"
 
 LABEL_VALUE_MAX = 63
 """The longest label value Kubernetes accepts: longer names go in annotations only."""

@@ -22,6 +22,7 @@ import anyio.abc
 import structlog
 from anyio.abc import TaskGroup
 
+from multikueue.clusters.worker import Worker
 from multikueue.config import GroupVersionKind
 from multikueue.kube import core
 from multikueue.kube.client import DEFAULT_MAX_CONNECTIONS, ApiClient, api_client_from_kubeconfig, rate_limit
@@ -34,9 +35,9 @@ from multikueue.runtime.informer import DELETED, Informer, ObjectKey
 log = structlog.get_logger(__name__)
 
 Object = dict[str, Any]
-RemoteEventHandler = Callable[[str, ObjectKey], None]  # (worker, the manager Workload the change concerns)
+WorkerEventHandler = Callable[[str, ObjectKey], None]  # (worker, the manager Workload the change concerns)
 # (worker, kind, the manager object a direct-mode copy mirrors: same namespace and name)
-RemoteObjectHandler = Callable[[str, GroupVersionKind, ObjectKey], None]
+WorkerObjectHandler = Callable[[str, GroupVersionKind, ObjectKey], None]
 
 
 def retry_after(failed_attempts: int) -> float:
@@ -87,8 +88,8 @@ class WorkerConnection:
         burst: int = 100,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
         on_state_change: Callable[[], None],
-        on_remote_event: RemoteEventHandler | None = None,
-        on_remote_object: RemoteObjectHandler | None = None,
+        on_worker_event: WorkerEventHandler | None = None,
+        on_worker_object: WorkerObjectHandler | None = None,
         on_api_error: Callable[[str], None] | None = None,
         on_api_request: Callable[[str], None] | None = None,
         temp_dir: Path | None = None,
@@ -109,8 +110,8 @@ class WorkerConnection:
         self.limiter = rate_limit(qps, burst)  # one bucket per worker, shared by every call to it
         self.max_connections = max_connections
         self.on_state_change = on_state_change
-        self.on_remote_event = on_remote_event
-        self.on_remote_object = on_remote_object
+        self.on_worker_event = on_worker_event
+        self.on_worker_object = on_worker_object
         self.temp_dir = temp_dir
         self.on_api_error = on_api_error
         self.on_api_request = on_api_request
@@ -135,6 +136,7 @@ class WorkerConnection:
         self._scope: anyio.CancelScope | None = None
         self._stopped = anyio.Event()
         self._informers: TaskGroup | None = None
+        self.worker = Worker(self)  # what the dispatch code sees of this connection
 
     # ------------------------------------------------------------------------------------------ state
 
@@ -350,10 +352,10 @@ class WorkerConnection:
             else:
                 self.observed[seen] = time.monotonic()
             name = meta.get("name") if workloads else prebuilt_workload_of(obj)
-            if name and self.on_remote_event is not None:
-                self.on_remote_event(self.name, ObjectKey(namespace, name))
-            elif not name and gvk is not None and self.on_remote_object is not None:  # a direct-mode copy
-                self.on_remote_object(self.name, gvk, ObjectKey(namespace, meta.get("name", "")))
+            if name and self.on_worker_event is not None:
+                self.on_worker_event(self.name, ObjectKey(namespace, name))
+            elif not name and gvk is not None and self.on_worker_object is not None:  # a direct-mode copy
+                self.on_worker_object(self.name, gvk, ObjectKey(namespace, meta.get("name", "")))
 
         return handle
 
@@ -381,5 +383,5 @@ class WorkerConnection:
         entry = (str(event.get("reason") or ""), str(event.get("message") or ""))
         if entry not in recent:
             recent.append(entry)
-            if self.on_remote_event is not None:
-                self.on_remote_event(self.name, key)
+            if self.on_worker_event is not None:
+                self.on_worker_event(self.name, key)

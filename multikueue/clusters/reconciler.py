@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,8 @@ from multikueue.clusters.connections import (
     KIND_RETRY_SECONDS,
     ConnectionFailed,
     WorkerConnection,
+    WorkerEventHandler,
+    WorkerObjectHandler,
     fingerprint,
     retry_after,
 )
@@ -55,9 +58,9 @@ class ClusterReconciler:
         secrets: Informer,
         task_group: TaskGroup,
         *,
-        on_connection_change: Any,
-        on_remote_event: Any = None,
-        on_remote_object: Any = None,
+        on_connection_change: Callable[[str], None],
+        on_worker_event: WorkerEventHandler | None = None,
+        on_worker_object: WorkerObjectHandler | None = None,
         temp_dir: Path | None = None,
         metrics: Metrics | None = None,
     ) -> None:
@@ -68,8 +71,8 @@ class ClusterReconciler:
         self.secrets = secrets
         self.task_group = task_group
         self.on_connection_change = on_connection_change
-        self.on_remote_event = on_remote_event
-        self.on_remote_object = on_remote_object
+        self.on_worker_event = on_worker_event
+        self.on_worker_object = on_worker_object
         self.temp_dir = temp_dir
         self.metrics = metrics
         self.connections: dict[str, WorkerConnection] = {}
@@ -162,8 +165,8 @@ class ClusterReconciler:
             burst=worker_client.burst,
             max_connections=worker_client.max_connections,
             on_state_change=lambda: self.on_connection_change(name),
-            on_remote_event=self.on_remote_event,
-            on_remote_object=self.on_remote_object,
+            on_worker_event=self.on_worker_event,
+            on_worker_object=self.on_worker_object,
             on_api_error=self._api_error_counter(name),
             on_api_request=self._api_request_counter(name),
             temp_dir=self.temp_dir,
@@ -238,13 +241,13 @@ class ClusterReconciler:
         self.clusters.remember(result)
         return result
 
-    def _api_error_counter(self, name: str) -> Any:
+    def _api_error_counter(self, name: str) -> Callable[[str], None] | None:
         if self.metrics is None:
             return None
         counter = self.metrics.api_errors
         return lambda code: counter.labels(name, code).inc()
 
-    def _api_request_counter(self, name: str) -> Any:
+    def _api_request_counter(self, name: str) -> Callable[[str], None] | None:
         if self.metrics is None:
             return None
         counter = self.metrics.api_requests

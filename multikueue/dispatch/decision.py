@@ -33,11 +33,11 @@ UNEXPECTED_READY = "Admission check is Ready but no admitting cluster is recorde
 class Group:
     """What one pass knows about a manager Workload. Times are seconds on one monotonic clock."""
 
-    local: Object  # the manager Workload
+    workload: Object  # the manager Workload
     check: str  # this controller's admission check on it
     clusters: tuple[str, ...]  # the check's workers, in MultiKueueConfig order
     connected: tuple[str, ...]  # those connected now, in the same order
-    remotes: Mapping[str, Object]  # the copy on each connected worker that has one
+    worker_copies: Mapping[str, Object]  # the copy on each connected worker that has one
     serving: Mapping[str, bool | None] = field(default_factory=dict)  # worker serves the kind (None: unknown yet)
     lost_since: Mapping[str, float | None] = field(default_factory=dict)  # when each unconnected worker dropped
     now: float = 0.0
@@ -49,11 +49,11 @@ class Group:
 
     @property
     def state(self) -> Object:
-        return wl.check_state(self.local, self.check) or {}
+        return wl.check_state(self.workload, self.check) or {}
 
     @property
     def status(self) -> Object:
-        return self.local.get("status") or {}
+        return self.workload.get("status") or {}
 
     @property
     def unavailable(self) -> tuple[str, ...]:
@@ -146,8 +146,8 @@ Step = (
 
 def decide(group: Group) -> Step:
     """The one step this pass takes, in Kueue's order (see the module's docstring)."""
-    local = group.local
-    if wl.is_true(local, wl.FINISHED) or not wl.is_true(local, wl.QUOTA_RESERVED):
+    workload = group.workload
+    if wl.is_true(workload, wl.FINISHED) or not wl.is_true(workload, wl.QUOTA_RESERVED):
         return RemoveEverywhere(group.lost_timeout if group.unavailable else None)
     for rule in (_finished, _evicted, _stale_copy, _winner):
         step = rule(group)
@@ -157,7 +157,7 @@ def decide(group: Group) -> Step:
 
 
 def _finished(group: Group) -> Step | None:
-    finished = wl.earliest_true(dict(group.remotes), wl.FINISHED)
+    finished = wl.earliest_true(dict(group.worker_copies), wl.FINISHED)
     if finished is None:
         return None
     cluster, condition = finished
@@ -167,10 +167,10 @@ def _finished(group: Group) -> Step | None:
 
 
 def _evicted(group: Group) -> Step | None:
-    evicted = wl.earliest_true(dict(group.remotes), wl.EVICTED)
+    evicted = wl.earliest_true(dict(group.worker_copies), wl.EVICTED)
     if evicted is None:
         return None
-    if wl.is_true(group.local, wl.EVICTED):
+    if wl.is_true(group.workload, wl.EVICTED):
         return KeepEvicted(evicted[0])
     if group.state.get("state") == wl.READY:
         return ResetEvicted(str(group.status.get("clusterName") or ""))
@@ -178,18 +178,18 @@ def _evicted(group: Group) -> Step | None:
 
 
 def _stale_copy(group: Group) -> Step | None:
-    for cluster, remote in group.remotes.items():
-        if comparable_spec(remote) == comparable_spec(group.local):
+    for cluster, worker_obj in group.worker_copies.items():
+        if comparable_spec(worker_obj) == comparable_spec(group.workload):
             continue
-        return CarryPriority(cluster) if priority_only_change(remote, group.local) else ReplaceCopy(cluster)
+        return CarryPriority(cluster) if priority_only_change(worker_obj, group.workload) else ReplaceCopy(cluster)
     return None
 
 
 def _winner(group: Group) -> Step | None:
     winner = _the_winner(group)
     if winner is not None:
-        losers = tuple(c for c in group.connected if c != winner and c in group.remotes)
-        return RunOnWinner(winner, losers, deactivate=wl.is_true(group.local, wl.EVICTED))
+        losers = tuple(c for c in group.connected if c != winner and c in group.worker_copies)
+        return RunOnWinner(winner, losers, deactivate=wl.is_true(group.workload, wl.EVICTED))
     if group.state.get("state") != wl.READY:
         return None
     admitting = str(group.status.get("clusterName") or "")
@@ -208,9 +208,9 @@ def _the_winner(group: Group) -> str | None:
     workers can admit within the same second. Before that, the first worker to admit."""
     recorded = str(group.status.get("clusterName") or "")
     if recorded:
-        copy = group.remotes.get(recorded)
+        copy = group.worker_copies.get(recorded)
         return recorded if copy is not None and wl.is_true(copy, wl.ADMITTED) else None
-    admitted = wl.earliest_true(dict(group.remotes), wl.ADMITTED)
+    admitted = wl.earliest_true(dict(group.worker_copies), wl.ADMITTED)
     return admitted[0] if admitted is not None else None
 
 
@@ -221,10 +221,10 @@ def _nominate(group: Group) -> Step:
     if any(s.get("state") != wl.READY for s in others):
         return Wait()  # Kueue waits for every other check first (#9866)
     nominated, patch, requeue, started = _nominations(group)
-    copy_to = tuple(c for c in group.connected if c in nominated and c not in group.remotes)
+    copy_to = tuple(c for c in group.connected if c in nominated and c not in group.worker_copies)
     # A copy on a worker not known yet to serve the kind is kept, not judged.
     known = [c for c in group.connected if group.serving.get(c) is not None]
-    remove_from = tuple(c for c in known if c not in nominated and c in group.remotes)
+    remove_from = tuple(c for c in known if c not in nominated and c in group.worker_copies)
     missing = tuple(c for c in nominated if c not in group.connected)
     return Nominate(nominated, patch, copy_to, remove_from, missing, requeue, started)
 
@@ -260,11 +260,11 @@ def comparable_spec(workload: Object) -> Object:
     return spec
 
 
-def priority_only_change(remote: Object, local: Object) -> bool:
+def priority_only_change(worker_obj: Object, workload: Object) -> bool:
     def without_priority(workload: Object) -> Object:
         spec = comparable_spec(workload)
         spec.pop("priority", None)
         spec.pop("priorityClassRef", None)
         return spec
 
-    return without_priority(remote) == without_priority(local)
+    return without_priority(worker_obj) == without_priority(workload)

@@ -26,8 +26,9 @@ from typing import Any
 import anyio
 import structlog
 
-from multikueue.clusters.connections import WorkerConnection
+from multikueue.clusters.worker import Worker
 from multikueue.config import Configuration, GroupVersionKind
+from multikueue.dispatch import copies
 from multikueue.dispatch.adapter import GenericAdapter
 from multikueue.dispatch.mirror import PrunedFields, pruned_message
 from multikueue.dispatch.placement import WORKER_SELECTOR_ANNOTATION, WorkerView, decide
@@ -36,9 +37,9 @@ from multikueue.kube import events
 from multikueue.kube.client import ApiClient
 from multikueue.kube.conditions import Condition, find, same_state, set_condition
 from multikueue.kube.discovery import KindUnavailable, discover_resource
-from multikueue.kube.errors import ApiError, Conflict, Refused, summary
+from multikueue.kube.errors import describe
 from multikueue.kube.resources import Objects, Resource
-from multikueue.labels import ORIGIN_LABEL, PLACEMENT_AVOID, PLACEMENT_PHASE, PLACEMENT_RECORD, PLACEMENT_WORKER
+from multikueue.labels import PLACEMENT_AVOID, PLACEMENT_PHASE, PLACEMENT_RECORD, PLACEMENT_WORKER
 from multikueue.metrics import Metrics
 from multikueue.runtime.controller import Result
 from multikueue.runtime.informer import DELETED, Informer, ObjectKey
@@ -82,7 +83,7 @@ class DirectReconciler:
         api: ApiClient,
         kinds: dict[GroupVersionKind, tuple[Informer, Resource]],
         clusters: Informer,
-        connections: Callable[[], dict[str, WorkerConnection]],
+        connections: Callable[[], dict[str, Worker]],
         enqueue: Callable[[DirectKey], None],
         metrics: Metrics | None = None,
     ) -> None:
@@ -154,10 +155,10 @@ class DirectReconciler:
         if not worker:
             return await self._place(gvk, okey, adapter)
         await self._remove_copies(gvk, okey, obj, keep=worker)  # stale copies on workers it was moved away from
-        connection = self.connections().get(worker)
-        if connection is None or not connection.connected:
-            return await self._worker_unavailable(gvk, obj, adapter, worker, connection)
-        return await self._sync(gvk, obj, adapter, worker, connection)
+        placed = self.connections().get(worker)
+        if placed is None or not placed.connected:
+            return await self._worker_unavailable(gvk, obj, adapter, worker, placed)
+        return await self._sync(gvk, obj, adapter, placed)
 
     # -------------------------------------------------------------------------------------- the steps
 
@@ -183,71 +184,55 @@ class DirectReconciler:
         await self._tell(gvk, obj, "True", PLACED, decision.message)
         return Result(requeue_after=0.0)  # the next pass creates the copy
 
-    async def _sync(
-        self, gvk: GroupVersionKind, obj: Object, adapter: GenericAdapter, worker: str, connection: WorkerConnection
-    ) -> Result:
+    async def _sync(self, gvk: GroupVersionKind, obj: Object, adapter: GenericAdapter, worker: Worker) -> Result:
         okey = ObjectKey.of(obj)
-        resource = connection.resources.get(gvk)
-        if resource is None or connection.api is None:
-            reason = connection.kind_errors.get(gvk, "not discovered yet")
-            raise LookupError(f"{gvk.kind} is unavailable on worker {worker}: {reason}")
-        remote_api = Objects(connection.api, resource)
-        informer = connection.objects.get(gvk)
-        remote = informer.get(okey) if informer else None
-        if remote is None:
+        worker.objects(gvk)  # KindNotServed, with the reason, before anything else
+        worker_obj = worker.copy(gvk, okey)
+        if worker_obj is None:
             body = adapter.worker_copy(obj, origin=self.origin, workload_name="")
             try:
-                await remote_api.create(body, okey.namespace)
-            except Refused as e:
+                created, worker_obj = await copies.create(worker, gvk, body)
+            except WorkerWriteFailed as e:
+                if not e.refused:
+                    raise
                 # The worker refuses this object (invalid, forbidden, its namespace missing): place it elsewhere.
-                error = summary(e)
-                log.warning("worker refused the copy", cluster=worker, kind=gvk.kind, namespace=okey.namespace,
-                            name=okey.name, code=error.code, message=error.message)  # fmt: skip
-                return await self._move_away(gvk, obj, worker, f"refused it: {error}")
-            except Conflict:  # already there: made by an earlier pass whose answer was lost, or not ours
-                remote = await remote_api.get(okey.name, okey.namespace)
-            except (ApiError, TimeoutError, OSError) as e:
-                raise WorkerWriteFailed(worker, "create", gvk.kind, okey.namespace, okey.name, e) from None
-            else:
-                log.info("object created on worker", cluster=worker, kind=gvk.kind, object=str(okey))
+                log.warning("worker refused the copy", **e.log_fields, message=describe(e.error))
+                return await self._move_away(gvk, obj, worker.name, f"refused it: {describe(e.error)}")
+            if created:
                 if self.metrics is not None:
-                    self.metrics.objects_dispatched.labels(gvk.kind, worker).inc()
+                    self.metrics.objects_dispatched.labels(gvk.kind, worker.name).inc()
                 return Result()
-            if remote is None:
+            if worker_obj is None:
                 return Result(requeue_after=0.0)
-        if (remote["metadata"].get("labels") or {}).get(ORIGIN_LABEL) != self.origin:
-            if not adapter.adoptable(remote, obj, self.origin):
-                message = (f"{gvk.kind} {okey} on worker {worker} was not created by this manager "
-                           f"(label {ORIGIN_LABEL} is not {self.origin!r}); it is left untouched")  # fmt: skip
+        if not copies.is_ours(worker_obj, self.origin):
+            adopted = await copies.adopt(worker, adapter, worker_obj, obj, self.origin)
+            if adopted is None:
+                message = copies.not_ours_message(gvk.kind, okey, worker.name, self.origin)
                 await self._tell(gvk, obj, "False", "Conflict", message, event_type="Warning")
-                raise RuntimeError(message)
-            patch = {"metadata": {"labels": {ORIGIN_LABEL: self.origin},
-                                  "resourceVersion": remote["metadata"]["resourceVersion"]}}  # fmt: skip
-            remote = await remote_api.patch(okey.name, patch, okey.namespace)
-        spec_patch = adapter.spec_patch(obj, remote)
-        if spec_patch is not None:
-            await remote_api.patch(okey.name, spec_patch, okey.namespace)
-        in_sync, obj = await self._mirror(gvk, obj, adapter, remote)
-        done = adapter.finished(remote) if in_sync else None
+                raise copies.OwnershipConflict(message)
+            worker_obj = adopted
+        await copies.carry_spec(worker, adapter, obj, worker_obj)
+        in_sync, obj = await self._mirror(gvk, obj, adapter, worker_obj)
+        done = adapter.finished(worker_obj) if in_sync else None
         if done is not None:
             phase = FAILED if done[0] == "Failed" else FINISHED
             await self._annotate(gvk, obj, {PLACEMENT_PHASE: phase})
-            log.info("object finished", cluster=worker, kind=gvk.kind, object=str(okey), phase=phase)
+            log.info("object finished", cluster=worker.name, kind=gvk.kind, object=str(okey), phase=phase)
             if self.metrics is not None:
-                self.metrics.objects_finished.labels(gvk.kind, worker, done[0]).inc()
+                self.metrics.objects_finished.labels(gvk.kind, worker.name, done[0]).inc()
             self.wake(gvk)
             return Result(requeue_after=0.0)  # the next pass deletes the copy
         return Result()
 
     async def _mirror(
-        self, gvk: GroupVersionKind, obj: Object, adapter: GenericAdapter, remote: Object
+        self, gvk: GroupVersionKind, obj: Object, adapter: GenericAdapter, worker_obj: Object
     ) -> tuple[bool, Object]:
         """The worker's status on the manager object, with this controller's own condition kept; whether it is in
         sync, and the manager object as it now is (a guarded write that follows must carry its resourceVersion)."""
-        if adapter.suspended(obj) or "status" not in remote:
+        if adapter.suspended(obj) or "status" not in worker_obj:
             return False, obj
         ours = [c for c in ((obj.get("status") or {}).get("conditions") or []) if c.get("type") == CONDITION]
-        view = {**remote, "status": dict(remote["status"])}
+        view = {**worker_obj, "status": dict(worker_obj["status"])}
         theirs = [c for c in view["status"].get("conditions") or [] if c.get("type") != CONDITION]
         if ours or theirs:
             view["status"]["conditions"] = theirs + ours
@@ -269,9 +254,9 @@ class DirectReconciler:
         obj: Object,
         adapter: GenericAdapter,
         worker: str,
-        connection: WorkerConnection | None,
+        placed: Worker | None,
     ) -> Result:
-        lost_since = connection.disconnected_since if connection is not None else self.started_at
+        lost_since = placed.lost_since if placed is not None else self.started_at
         elapsed = time.monotonic() - (lost_since if lost_since is not None else time.monotonic())
         timeout = self.config.multi_kueue.worker_lost_timeout
         if elapsed < timeout:
@@ -306,34 +291,28 @@ class DirectReconciler:
     ) -> None:
         """Delete this origin's copies on the workers the object was placed on, except ``keep``."""
         named = {notes_of(obj).get(PLACEMENT_WORKER), *avoided(obj)} - {None, keep}
-        for worker in sorted(w for w in named if w):
-            connection = self.connections().get(worker)
-            if connection is None or not connection.connected or connection.api is None:
-                continue  # the garbage collector deletes it once the worker is back
-            informer = connection.objects.get(gvk)
-            remote = informer.get(okey) if informer else None
-            if remote is not None and not remote["metadata"].get("deletionTimestamp"):
-                await Objects(connection.api, connection.resources[gvk]).delete(okey.name, okey.namespace)
-                log.info("copy deleted on worker", cluster=worker, kind=gvk.kind, object=str(okey))
+        workers = self.connections()
+        for name in sorted(w for w in named if w):
+            worker = workers.get(name)
+            if worker is not None and worker.connected:  # else the garbage collector does it once it is back
+                await copies.delete(worker, gvk, okey)
 
     async def collect_garbage(self) -> None:
         """Copies on workers whose manager object is gone, finished, or placed elsewhere."""
-        for worker, connection in list(self.connections().items()):
-            if not connection.connected or connection.api is None:
+        for name, worker in list(self.connections().items()):
+            if not worker.connected:
                 continue
             for gvk in self.kinds:
-                informer = connection.objects.get(gvk)
-                for remote in informer.items() if informer else []:
-                    okey = ObjectKey.of(remote)
+                for worker_obj in worker.copies(gvk):
+                    okey = ObjectKey.of(worker_obj)
                     obj = self.kinds[gvk][0].get(okey)
                     wanted = (
                         obj is not None
-                        and notes_of(obj).get(PLACEMENT_WORKER) == worker
+                        and notes_of(obj).get(PLACEMENT_WORKER) == name
                         and notes_of(obj).get(PLACEMENT_PHASE) not in (FINISHED, FAILED)
                     )
-                    if not wanted and not remote["metadata"].get("deletionTimestamp"):
-                        await Objects(connection.api, connection.resources[gvk]).delete(okey.name, okey.namespace)
-                        log.info("orphan copy deleted", cluster=worker, kind=gvk.kind, object=str(okey))
+                    if not wanted and await copies.delete(worker, gvk, okey):
+                        log.info("orphan copy deleted", cluster=name, kind=gvk.kind, object=str(okey))
 
     # ------------------------------------------------------------------------------------- helpers
 
@@ -343,13 +322,13 @@ class DirectReconciler:
         views = []
         for cluster in self.clusters.items():
             name = cluster["metadata"]["name"]
-            connection = connections.get(name)
+            worker = connections.get(name)
             views.append(
                 WorkerView(
                     name,
                     dict(cluster["metadata"].get("labels") or {}),
-                    connected=connection is not None and connection.connected,
-                    serves_kind=connection is not None and gvk in connection.resources,
+                    connected=worker is not None and worker.connected,
+                    serves_kind=worker is not None and worker.serves(gvk) is True,
                     running=running.get(name, 0),
                 )
             )

@@ -16,9 +16,9 @@ from typing import Any
 
 import structlog
 
-from multikueue.clusters.connections import WorkerConnection
+from multikueue.clusters.worker import Worker
 from multikueue.config import Configuration, GroupVersionKind
-from multikueue.dispatch import decision
+from multikueue.dispatch import copies, decision
 from multikueue.dispatch import workloads as wl
 from multikueue.dispatch.adapter import GenericAdapter
 from multikueue.dispatch.mirror import PrunedFields, pruned_message
@@ -29,7 +29,7 @@ from multikueue.kube.conditions import now_rfc3339, set_condition
 from multikueue.kube.discovery import KindUnavailable, discover_resource
 from multikueue.kube.errors import ApiError, Conflict, Refused, summary
 from multikueue.kube.resources import WORKLOADS, Objects, Resource
-from multikueue.labels import ORIGIN_LABEL, prebuilt_workload_of
+from multikueue.labels import prebuilt_workload_of
 from multikueue.metrics import Metrics
 from multikueue.runtime.controller import Result
 from multikueue.runtime.informer import Informer, ObjectKey
@@ -43,10 +43,6 @@ DISPATCH_PROBLEM = "Cannot dispatch: "
 """How a Pending check's message starts while a worker refuses (or does not answer) a write; cleared once none does."""
 
 
-class OwnershipConflict(Exception):
-    """A same-named object on a worker that this manager did not create."""
-
-
 class StatusRejected(Exception):
     """The manager refused the worker's status (validation, admission webhook, RBAC)."""
 
@@ -55,18 +51,18 @@ class StatusRejected(Exception):
 class _Pass:
     """What carrying out one step needs besides the step itself."""
 
-    local: Object
+    workload: Object
     check: str
     state: Object
     adapter: GenericAdapter
     job: Object
-    connected: dict[str, WorkerConnection]
+    connected: dict[str, Worker]
     present: dict[str, Object]  # the copy on each connected worker that has one
     late: dict[str, BaseException]  # writes of earlier passes that failed in the background
 
     @property
     def key(self) -> ObjectKey:
-        return ObjectKey.of(self.local)
+        return ObjectKey.of(self.workload)
 
     @property
     def job_key(self) -> ObjectKey:
@@ -81,7 +77,7 @@ class WorkloadReconciler:
         workloads: Informer,
         checks: Informer,
         configs: Informer,
-        connections: Callable[[], dict[str, WorkerConnection]],
+        connections: Callable[[], dict[str, Worker]],
         manager_resources: dict[GroupVersionKind, Resource],
         metrics: Metrics | None = None,
         owners: dict[GroupVersionKind, Informer] | None = None,
@@ -113,57 +109,57 @@ class WorkloadReconciler:
         self.origin = config.multi_kueue.origin
         self.controller_name = config.dispatcher.controller_name
 
-    def forget_deleted(self, obj: Object) -> None:
+    def remember_deleted(self, obj: Object) -> None:
         self.deleted[ObjectKey.of(obj)] = obj
 
     # ----------------------------------------------------------------------------------------- entry
 
     async def reconcile(self, key: ObjectKey) -> Result:
-        local = self.workloads.get(key)
-        deleted = local is None or bool(local["metadata"].get("deletionTimestamp"))
-        if local is None:
-            local = self.deleted.get(key)
-            if local is None:
+        workload = self.workloads.get(key)
+        deleted = workload is None or bool(workload["metadata"].get("deletionTimestamp"))
+        if workload is None:
+            workload = self.deleted.get(key)
+            if workload is None:
                 return Result()
-        found = self._our_check(local)
+        found = self._our_check(workload)
         if found is None or found[1].get("state") == wl.REJECTED:
             self.deleted.pop(key, None)
             return Result()
         check_name, _, clusters = found
-        found_adapter = await self._adapter_for(local, check_name, deleted)
+        found_adapter = await self._adapter_for(workload, check_name, deleted)
         if found_adapter is None:
             return Result()
         adapter, owner_name = found_adapter
         job_key = ObjectKey(key.namespace, owner_name)
-        job = None if deleted else await self._owner(local, check_name, adapter, job_key)
-        all_connections = self.connections()
-        connected = {c: all_connections[c] for c in clusters if c in all_connections and all_connections[c].connected}
+        job = None if deleted else await self._owner(workload, check_name, adapter, job_key)
+        workers = self.connections()
+        connected = {c: w for c in clusters if (w := workers.get(c)) is not None and w.connected}
         if deleted:
             await self._remove_everywhere(connected, adapter, job_key, key)
             self._forget(key, job_key)
             return Result()
         if job is None:
             return Result()  # not managed by Kueue: rejected
-        return await self._reconcile_group(local, check_name, adapter, job, clusters, connected)
+        return await self._reconcile_group(workload, check_name, adapter, job, clusters, connected)
 
-    async def _adapter_for(self, local: Object, check_name: str, deleted: bool) -> tuple[GenericAdapter, str] | None:
+    async def _adapter_for(self, workload: Object, check_name: str, deleted: bool) -> tuple[GenericAdapter, str] | None:
         """The adapter of the Workload's owner kind, and the owner's name; a Workload no adapter here can dispatch
         is Rejected."""
-        owner = wl.owner(local)
+        owner = wl.owner(workload)
         adapter = self.adapters.get(owner[0]) if owner else None
         if owner is None or adapter is None:
             if not deleted:
                 what = f' for owner kind "{owner[0]}"' if owner else ""
-                await self._set_check(local, check_name, wl.REJECTED, f"No multikueue adapter found{what}")
+                await self._set_check(workload, check_name, wl.REJECTED, f"No multikueue adapter found{what}")
             return None
         if adapter.options.mode == "Direct" and not deleted:
             message = f"{adapter.gvk.kind} is dispatched in Direct mode by this controller, without a Workload"
-            await self._set_check(local, check_name, wl.REJECTED, message)
+            await self._set_check(workload, check_name, wl.REJECTED, message)
             return None
         return adapter, owner[1]
 
     async def _owner(
-        self, local: Object, check_name: str, adapter: GenericAdapter, job_key: ObjectKey
+        self, workload: Object, check_name: str, adapter: GenericAdapter, job_key: ObjectKey
     ) -> Object | None:
         """The manager object owning the Workload (from the kind's cache, else asked); ``None`` when Kueue does not
         manage it (the check is then Rejected)."""
@@ -176,7 +172,7 @@ class WorkloadReconciler:
             raise LookupError(f"owner {adapter.gvk.kind} {job_key} not found")
         managed, reason = adapter.is_managed(job)
         if not managed:
-            await self._set_check(local, check_name, wl.REJECTED, f"The owner is not managed by Kueue: {reason}")
+            await self._set_check(workload, check_name, wl.REJECTED, f"The owner is not managed by Kueue: {reason}")
             return None
         return job
 
@@ -187,36 +183,37 @@ class WorkloadReconciler:
         self.deferred.discard(job_key)
         self.surfaced.pop(key, None)
         self.surfaced_at.pop(key, None)
+        for worker in self.connections().values():
+            worker.forget(key)
 
     # ------------------------------------------------------------------------------------ the steps
 
     async def _reconcile_group(
         self,
-        local: Object,
+        workload: Object,
         check_name: str,
         adapter: GenericAdapter,
         job: Object,
         clusters: list[str],
-        connected: dict[str, WorkerConnection],
+        connected: dict[str, Worker],
     ) -> Result:
         """Decide (``decision.decide``, pure), then carry the step out."""
-        key = ObjectKey.of(local)
-        present = {c: r for c, conn in connected.items() if conn.workloads is not None
-                   and (r := conn.workloads.get(key)) is not None}  # fmt: skip
+        key = ObjectKey.of(workload)
+        present = {c: r for c, worker in connected.items() if (r := worker.workload(key)) is not None}
         late = self.writes.take_failures(key)  # writes of earlier passes that ended in the background
-        if adapter.options.worker_events and not wl.is_true(local, wl.FINISHED):
-            await self._surface_worker_news(local, adapter, job, connected, present)
-        group = self._group(local, check_name, adapter, clusters, connected, present)
-        work = _Pass(local, check_name, group.state, adapter, job, connected, present, late)
+        if adapter.options.worker_events and not wl.is_true(workload, wl.FINISHED):
+            await self._surface_worker_news(workload, adapter, job, connected, present)
+        group = self._group(workload, check_name, adapter, clusters, connected, present)
+        work = _Pass(workload, check_name, group.state, adapter, job, connected, present, late)
         return await self._carry_out(decision.decide(group), work)
 
     def _group(
         self,
-        local: Object,
+        workload: Object,
         check_name: str,
         adapter: GenericAdapter,
         clusters: list[str],
-        connected: dict[str, WorkerConnection],
+        connected: dict[str, Worker],
         present: dict[str, Object],
     ) -> decision.Group:
         """The snapshot the decision reads: caches and clocks, no API calls."""
@@ -224,12 +221,13 @@ class WorkloadReconciler:
         connections = self.connections()
         incremental = config.incremental_dispatcher_config
         return decision.Group(
-            local=local, check=check_name, clusters=tuple(clusters), connected=tuple(connected), remotes=present,
-            serving={c: conn.serves(adapter.gvk) for c, conn in connected.items()},
-            lost_since={c: connections[c].disconnected_since for c in clusters
+            workload=workload, check=check_name, clusters=tuple(clusters), connected=tuple(connected),
+            worker_copies=present,
+            serving={c: worker.serves(adapter.gvk) for c, worker in connected.items()},
+            lost_since={c: connections[c].lost_since for c in clusters
                         if c not in connected and c in connections},
             now=self.clock(), lost_timeout=config.worker_lost_timeout, dispatcher=config.dispatcher_name,
-            round_started=self.rounds.get(ObjectKey.of(local)),
+            round_started=self.rounds.get(ObjectKey.of(workload)),
             round_length=self.config.dispatcher.incremental_round_timeout,
             step_size=incremental.step_size if incremental else 3,
         )  # fmt: skip
@@ -243,24 +241,24 @@ class WorkloadReconciler:
                 await self._remove_everywhere(work.connected, work.adapter, work.job_key, work.key)
                 return Result(requeue_after=after)
             case decision.ResetOutOfSync():
-                await self._set_check(work.local, work.check, wl.RETRY, step.message)
-                await self._event(work.local, "Warning", f'{step.message}, Previously: "{work.state.get("state")}"')
+                await self._set_check(work.workload, work.check, wl.RETRY, step.message)
+                await self._event(work.workload, "Warning", f'{step.message}, Previously: "{work.state.get("state")}"')
                 return Result()
             case decision.FinishedOnWorker():
                 return await self._finished_on_worker(step, work)
             case decision.KeepEvicted(cluster=cluster):
-                await self._sync_job(cluster, work.connected[cluster], work.adapter, work.job, work.local)
+                await self._sync_job(work.connected[cluster], work.adapter, work.job, work.workload)
                 return Result()
             case decision.ResetEvicted():
                 # Kueue writes this one directly rather than through updateACS, hence ". Previously".
-                await self._set_check(work.local, work.check, wl.RETRY, step.message, separator=". ")
-                await self._event(work.local, "Normal", f'{step.message}. Previously: "Ready"')
+                await self._set_check(work.workload, work.check, wl.RETRY, step.message, separator=". ")
+                await self._event(work.workload, "Normal", f'{step.message}. Previously: "Ready"')
                 return Result()
             case decision.CarryPriority(cluster=cluster) | decision.ReplaceCopy(cluster=cluster):
                 await self._bring_copy_in_line(cluster, work, priority_only=isinstance(step, decision.CarryPriority))
                 return Result()
             case decision.RetryAdmission(message=message):
-                await self._set_check(work.local, work.check, wl.RETRY, message)
+                await self._set_check(work.workload, work.check, wl.RETRY, message)
                 return Result()
             case decision.RunOnWinner():
                 return await self._run_on_winner(step, work)
@@ -269,91 +267,91 @@ class WorkloadReconciler:
         raise AssertionError(f"unhandled step {step!r}")
 
     async def _finished_on_worker(self, step: decision.FinishedOnWorker, work: _Pass) -> Result:
-        connection = work.connected[step.cluster]
-        remote_job, in_sync = await self._sync_job(step.cluster, connection, work.adapter, work.job, work.local,
+        worker_obj, in_sync = await self._sync_job(work.connected[step.cluster], work.adapter, work.job, work.workload,
                                                    create=False)  # fmt: skip
-        if remote_job is not None and not in_sync:
+        if worker_obj is not None and not in_sync:
             # Over on the worker while the manager object is still held: its final status can only be mirrored
             # once the hold ends, so nothing is finished or deleted before. Admission is what ends the hold.
             if work.state.get("state") not in (wl.READY, wl.RETRY, wl.REJECTED):
-                await self._set_admitted(work.local, work.check, work.state, step.cluster)
+                await self._set_admitted(work.workload, work.check, work.state, step.cluster)
             return Result()  # the owner's release brings this Workload back
-        await self._finish(work.local, step.reason, step.message)
+        await self._finish(work.workload, step.reason, step.message)
         return Result()
 
     async def _bring_copy_in_line(self, cluster: str, work: _Pass, *, priority_only: bool) -> None:
         """A priority change is carried over to the copy in place; anything else replaces the copy."""
-        worker_api = work.connected[cluster].api
-        if priority_only and worker_api is not None:
-            spec = work.local.get("spec") or {}
+        if priority_only:
+            spec = work.workload.get("spec") or {}
             patch = {"spec": {"priority": spec.get("priority"), "priorityClassRef": spec.get("priorityClassRef")}}
-            await Objects(worker_api, WORKLOADS).patch(work.key.name, patch, work.key.namespace)
+            await work.connected[cluster].workload_objects().patch(work.key.name, patch, work.key.namespace)
             log.info("priority carried to worker", cluster=cluster, workload=str(work.key))
         else:
             log.info("worker copy out of date, replacing it", cluster=cluster, workload=str(work.key))
-            await self._remove_remote(cluster, work.adapter, work.job_key, work.key)
+            await self._remove_from_worker(cluster, work.adapter, work.job_key, work.key)
 
     async def _run_on_winner(self, step: decision.RunOnWinner, work: _Pass) -> Result:
         """The losers' copies go; the winner runs the object (created there, kept in step, its status mirrored)
         and is recorded; the kind's own ``finished`` predicate, when configured, ends the run."""
-        winner, local = step.winner, work.local
+        winner, workload = step.winner, work.workload
         removals = await self.writes.each(work.key, {
-            c: functools.partial(self._remove_remote, c, work.adapter, work.job_key, work.key) for c in step.losers
+            c: functools.partial(self._remove_from_worker, c, work.adapter, work.job_key, work.key) for c in step.losers
         })  # fmt: skip
         if step.deactivate:
-            await self._deactivate_remote(work.connected[winner], work.present[winner], local)
+            await self._deactivate_worker_copy(work.connected[winner], work.present[winner], workload)
             _raise_first(removals)
             return Result()
         try:
-            remote_job, in_sync = await self._sync_job(winner, work.connected[winner], work.adapter, work.job, local)
+            worker_obj, in_sync = await self._sync_job(work.connected[winner], work.adapter, work.job, workload)
         except WorkerWriteFailed as e:
-            await self._report(local, work.check, work.adapter, work.job, {winner: e})
+            await self._report(workload, work.check, work.adapter, work.job, {winner: e})
             raise
         _raise_first(removals)
         # Only once the final status is on the manager object, so nothing is lost.
-        done = work.adapter.finished(remote_job) if remote_job is not None and in_sync else None
+        done = work.adapter.finished(worker_obj) if worker_obj is not None and in_sync else None
         if done is not None and work.state.get("state") == wl.READY:
-            await self._finish(local, *done)
+            await self._finish(workload, *done)
             return Result()
         if work.state.get("state") not in (wl.RETRY, wl.REJECTED):
-            await self._set_admitted(local, work.check, work.state, winner)
+            await self._set_admitted(workload, work.check, work.state, winner)
         return Result(requeue_after=self.config.multi_kueue.worker_lost_timeout)
 
     async def _nominate(self, step: decision.Nominate, work: _Pass) -> Result:
         """Write the nominations, copy the Workload to the nominated workers, remove it from the others."""
         if step.patch:
-            await self._patch_workload_status(work.local, {"nominatedClusterNames": list(step.nominated) or None})
+            await self._patch_workload_status(work.workload, {"nominatedClusterNames": list(step.nominated) or None})
         if step.round_started is not None:
             self.rounds[work.key] = step.round_started
         writes: dict[str, Write] = {}
         for cluster in work.connected:
             if cluster in step.copy_to:
-                writes[cluster] = functools.partial(self._copy_workload, cluster, work.connected[cluster], work.local)
+                writes[cluster] = functools.partial(
+                    self._copy_workload, cluster, work.connected[cluster], work.workload
+                )
             elif cluster in step.remove_from:
-                writes[cluster] = functools.partial(self._remove_remote, cluster, work.adapter, work.job_key,
+                writes[cluster] = functools.partial(self._remove_from_worker, cluster, work.adapter, work.job_key,
                                                     work.key)  # fmt: skip
         failures = await self.writes.each(work.key, writes)
         failures.update((c, e) for c, e in work.late.items() if c in step.nominated and c not in work.present)
-        await self._report(work.local, work.check, work.adapter, work.job, failures)
+        await self._report(work.workload, work.check, work.adapter, work.job, failures)
         if step.missing:
             raise ConnectionError(f"cluster {step.missing[0]}: no remote client for nominated cluster")
         return Result(requeue_after=step.requeue_after)
 
     async def _surface_worker_news(
         self,
-        local: Object,
+        workload: Object,
         adapter: GenericAdapter,
         job: Object,
-        connected: dict[str, WorkerConnection],
+        connected: dict[str, Worker],
         present: dict[str, Object],
     ) -> None:
         """Tell the manager object's user why the run waits or fails on a worker: each worker's Warning Events
         about its copy or object, and its copy's pending reason (QuotaReserved=False), prefixed with the worker's
         name. Each message once per run, and at most ``NEWS_BURST`` per ``NEWS_WINDOW`` seconds per run."""
-        key = ObjectKey.of(local)
+        key = ObjectKey.of(workload)
         news: list[tuple[str, str, str]] = []
-        for cluster, connection in connected.items():
-            for reason, message in connection.warnings.pop(key, ()):
+        for cluster, worker in connected.items():
+            for reason, message in worker.warnings_about(key):
                 news.append(("Warning", "WorkerWarning", f'worker "{cluster}": {reason}: {message}'))
             reserved = wl.condition(present[cluster], wl.QUOTA_RESERVED) if cluster in present else None
             if reserved is not None and reserved.get("status") == "False" and reserved.get("message"):
@@ -366,74 +364,80 @@ class WorkloadReconciler:
         recent[:] = [t for t in recent if now - t < NEWS_WINDOW]
         for type_, reason, message in news:
             if message in said or len(recent) >= NEWS_BURST:
-                continue
+                continue  # told already; or, past the burst, told on a later pass (the worker's news are kept)
+            await self._object_event(adapter, job, type_, message, reason=reason)
             said.add(message)
             recent.append(now)
-            await self._object_event(adapter, job, type_, message, reason=reason)
 
-    async def _copy_workload(self, cluster: str, connection: WorkerConnection, local: Object) -> None:
+    async def _copy_workload(self, cluster: str, worker: Worker, workload: Object) -> None:
         """Create the Workload's copy on a worker (one already there from an earlier pass is fine)."""
-        assert connection.api is not None
-        key = ObjectKey.of(local)
+        key = ObjectKey.of(workload)
         try:
-            await Objects(connection.api, WORKLOADS).create(wl.clone_for_create(local, self.origin), key.namespace)
+            await worker.workload_objects().create(wl.clone_for_create(workload, self.origin), key.namespace)
         except Conflict:
             pass  # already there: a previous pass created it
         except (ApiError, TimeoutError, OSError) as e:
             raise WorkerWriteFailed(cluster, "create", "Workload", key.namespace, key.name, e) from None
         else:
             if self.metrics is not None:
-                self.metrics.workloads_dispatched.labels(_cluster_queue(local), cluster).inc()
+                self.metrics.workloads_dispatched.labels(_cluster_queue(workload), cluster).inc()
         log.info("workload copied to worker", cluster=cluster, workload=str(key))
 
     async def _remove_everywhere(
-        self, connected: dict[str, WorkerConnection], adapter: GenericAdapter, job_key: ObjectKey, key: ObjectKey
+        self, connected: dict[str, Worker], adapter: GenericAdapter, job_key: ObjectKey, key: ObjectKey
     ) -> None:
         """Remove the copies from every connected worker at once; a failure is retried (after all were tried)."""
-        writes = {c: functools.partial(self._remove_remote, c, adapter, job_key, key) for c in connected}
+        writes = {c: functools.partial(self._remove_from_worker, c, adapter, job_key, key) for c in connected}
         _raise_first(await self.writes.each(key, writes))
 
     async def _report(
-        self, local: Object, check_name: str, adapter: GenericAdapter, job: Object, failures: dict[str, BaseException]
+        self,
+        workload: Object,
+        check_name: str,
+        adapter: GenericAdapter,
+        job: Object,
+        failures: dict[str, BaseException],
     ) -> None:
         """Failed writes to workers, where the user looks: the check's message (its state unchanged) and a Warning
         Event on the Workload and on the object, when the message changes; then retried with backoff (raised). With
         none, a message left from an earlier failure is cleared."""
-        state = wl.check_state(local, check_name) or {}
+        state = wl.check_state(workload, check_name) or {}
         if not failures:
             if str(state.get("message") or "").startswith(DISPATCH_PROBLEM):
-                await self._set_check_message(local, check_name, "")
+                await self._set_check_message(workload, check_name, "")
             return
         told = [
             str(e) if isinstance(e, WorkerWriteFailed) else f'worker "{c}": {e}' for c, e in sorted(failures.items())
         ]
         message = DISPATCH_PROBLEM + "; ".join(told)
-        if await self._set_check_message(local, check_name, message):
-            await self._event(local, "Warning", message)
+        if await self._set_check_message(workload, check_name, message):
+            await self._event(workload, "Warning", message)
             await self._object_event(adapter, job, "Warning", message, reason="DispatchFailed")
         _raise_first(failures)
 
     async def collect_garbage(self) -> None:
         """Delete worker objects of this origin whose manager Workload is gone or being deleted (Kueue's runGC),
         and, beyond Kueue, worker objects whose Workload copy is already gone too."""
-        for cluster, connection in list(self.connections().items()):
-            if not connection.connected or connection.workloads is None:
+        for cluster, worker in list(self.connections().items()):
+            if not worker.connected:
                 continue
             orphans: set[ObjectKey] = set()
-            for remote in connection.workloads.items():
-                key = ObjectKey.of(remote)
-                local = self.workloads.get(key)
-                if local is None or local["metadata"].get("deletionTimestamp"):
+            for worker_obj in worker.workloads():
+                key = ObjectKey.of(worker_obj)
+                workload = self.workloads.get(key)
+                if workload is None or workload["metadata"].get("deletionTimestamp"):
                     orphans.add(key)
-            for gvk, informer in connection.objects.items():
-                for remote in informer.items():
-                    name = prebuilt_workload_of(remote)
-                    key = ObjectKey(remote["metadata"]["namespace"], name or "")
+            for gvk in worker.kinds():
+                for worker_obj in worker.copies(gvk):
+                    name = prebuilt_workload_of(worker_obj)
+                    key = ObjectKey(worker_obj["metadata"]["namespace"], name or "")
                     if name and self.workloads.get(key) is None:
-                        log.info("orphan on worker", cluster=cluster, kind=gvk.kind, object=str(ObjectKey.of(remote)))
-                        await self._remove_remote(cluster, self.adapters[gvk], ObjectKey.of(remote), key)
+                        log.info(
+                            "orphan on worker", cluster=cluster, kind=gvk.kind, object=str(ObjectKey.of(worker_obj))
+                        )
+                        await self._remove_from_worker(cluster, self.adapters[gvk], ObjectKey.of(worker_obj), key)
             for key in orphans:  # the objects themselves were handled above, through their annotation
-                await self._remove_remote_workload(connection, key)
+                await self._remove_worker_workload(worker, key)
 
     # ------------------------------------------------------------------------------------- helpers
 
@@ -446,13 +450,13 @@ class WorkloadReconciler:
                 raise LookupError(f"{e} on the manager cluster") from None
         return self.manager_resources[gvk]
 
-    def _our_check(self, local: Object) -> tuple[str, Object, list[str]] | None:
+    def _our_check(self, workload: Object) -> tuple[str, Object, list[str]] | None:
         """The first admission check on the Workload whose AdmissionCheck names this controller."""
-        for name in wl.check_names(local):
+        for name in wl.check_names(workload):
             check = self.checks.get(ObjectKey("", name))
             if check is None or (check.get("spec") or {}).get("controllerName") != self.controller_name:
                 continue
-            state = wl.check_state(local, name) or {}
+            state = wl.check_state(workload, name) or {}
             params = (check.get("spec") or {}).get("parameters") or {}
             config = self.configs.get(ObjectKey("", params.get("name", "")))
             clusters = list(((config or {}).get("spec") or {}).get("clusters") or [])
@@ -460,14 +464,7 @@ class WorkloadReconciler:
         return None
 
     async def _sync_job(
-        self,
-        cluster: str,
-        connection: WorkerConnection,
-        adapter: GenericAdapter,
-        local_job: Object,
-        local_wl: Object,
-        *,
-        create: bool = True,
+        self, worker: Worker, adapter: GenericAdapter, manager_obj: Object, manager_wl: Object, *, create: bool = True
     ) -> tuple[Object | None, bool]:
         """Create the object on the worker (unless ``create`` is false), or carry ``specSync`` fields to it and
         mirror its status back. A refusal or no answer raises ``WorkerWriteFailed``.
@@ -475,77 +472,53 @@ class WorkloadReconciler:
         Returns the worker object seen (``None`` if just created, or absent) and whether the manager's status now
         matches it.
         """
-        job_key = ObjectKey.of(local_job)
-        assert connection.api is not None
-        resource = connection.resources.get(adapter.gvk)
-        if resource is None:
-            reason = connection.kind_errors.get(adapter.gvk, "not discovered yet")
-            raise LookupError(f"{adapter.gvk.kind} is unavailable on worker {cluster}: {reason}")
-        remote_api = Objects(connection.api, resource)
-        informer = connection.objects.get(adapter.gvk)
-        remote = informer.get(job_key) if informer else None  # the cache holds this origin's objects only
-        if remote is None and not create:
+        job_key = ObjectKey.of(manager_obj)
+        worker.objects(adapter.gvk)  # KindNotServed, with the reason, before anything else
+        worker_obj = worker.copy(adapter.gvk, job_key)  # the cache holds this origin's objects only
+        if worker_obj is None and not create:
             return None, False
-        if remote is None:
-            created, remote = await self._create_job(cluster, remote_api, adapter, local_job, local_wl)
-            if created:
+        if worker_obj is None:
+            created, worker_obj = await self._create_job(worker, adapter, manager_obj, manager_wl)
+            if created or worker_obj is None:  # or created and deleted in between: the next pass sees the state
                 return None, False
-        if remote is None:
-            return None, False  # created and deleted in between: the next pass sees the current state
-        if (remote["metadata"].get("labels") or {}).get(ORIGIN_LABEL) != self.origin:
-            remote = await self._resolve_conflict(cluster, remote_api, adapter, remote, local_job, local_wl)
-        spec_patch = adapter.spec_patch(local_job, remote)
-        if spec_patch is not None:
-            await remote_api.patch(job_key.name, spec_patch, job_key.namespace)
-            log.info("spec carried to worker", cluster=cluster, kind=adapter.gvk.kind, object=str(job_key),
-                     patch=spec_patch)  # fmt: skip
-        patch = adapter.status_patch(local_job, remote, self.pruned.of(adapter.gvk))
-        if adapter.suspended(local_job):
+        if not copies.is_ours(worker_obj, self.origin):
+            worker_obj = await self._resolve_conflict(worker, adapter, worker_obj, manager_obj, manager_wl)
+        await copies.carry_spec(worker, adapter, manager_obj, worker_obj)
+        patch = adapter.status_patch(manager_obj, worker_obj, self.pruned.of(adapter.gvk))
+        if adapter.suspended(manager_obj):
             if patch is not None and job_key not in self.deferred:  # said once per suspension, not per pass
                 self.deferred.add(job_key)
                 predicate = adapter.options.suspended
                 assert predicate is not None
-                message = (f"status from worker {cluster} is held back while this {adapter.gvk.kind} is suspended "
-                           f"({predicate.path}); it is mirrored once that no longer holds")  # fmt: skip
-                await self._object_event(adapter, local_job, "Normal", message)
-            return remote, False
+                message = (f"status from worker {worker.name} is held back while this {adapter.gvk.kind} is "
+                           f"suspended ({predicate.path}); it is mirrored once that no longer holds")  # fmt: skip
+                await self._object_event(adapter, manager_obj, "Normal", message)
+            return worker_obj, False
         self.deferred.discard(job_key)
         if patch is not None:
-            await self._mirror_status(cluster, connection, adapter, local_job, local_wl, patch)
-        return remote, True
+            await self._mirror_status(worker, adapter, manager_obj, manager_wl, patch)
+        return worker_obj, True
 
     async def _create_job(
-        self, cluster: str, remote_api: Objects, adapter: GenericAdapter, local_job: Object, local_wl: Object
+        self, worker: Worker, adapter: GenericAdapter, manager_obj: Object, manager_wl: Object
     ) -> tuple[bool, Object | None]:
         """Create the object's copy on the worker: (created, the copy found instead when one was already there)."""
-        job_key = ObjectKey.of(local_job)
-        body = adapter.worker_copy(local_job, origin=self.origin, workload_name=local_wl["metadata"]["name"])
-        try:
-            await remote_api.create(body, job_key.namespace)
-        except Conflict:
-            return False, await remote_api.get(job_key.name, job_key.namespace)  # not cached yet, or not ours
-        except (ApiError, TimeoutError, OSError) as e:
-            raise WorkerWriteFailed(cluster, "create", adapter.gvk.kind, *_named(job_key), e) from None
-        log.info("object created on worker", cluster=cluster, kind=adapter.gvk.kind, object=str(job_key))
-        if self.metrics is not None:
-            self.metrics.objects_dispatched.labels(adapter.gvk.kind, cluster).inc()
-            reserved = wl.condition(local_wl, wl.QUOTA_RESERVED) or {}
+        body = adapter.worker_copy(manager_obj, origin=self.origin, workload_name=manager_wl["metadata"]["name"])
+        created, existing = await copies.create(worker, adapter.gvk, body)
+        if created and self.metrics is not None:
+            self.metrics.objects_dispatched.labels(adapter.gvk.kind, worker.name).inc()
+            reserved = wl.condition(manager_wl, wl.QUOTA_RESERVED) or {}
             if since := _seconds_since(reserved.get("lastTransitionTime")):
-                self.metrics.dispatch_latency.labels(adapter.gvk.kind, cluster).observe(since)
-        return True, None
+                self.metrics.dispatch_latency.labels(adapter.gvk.kind, worker.name).observe(since)
+        return created, existing
 
     async def _mirror_status(
-        self,
-        cluster: str,
-        connection: WorkerConnection,
-        adapter: GenericAdapter,
-        local_job: Object,
-        local_wl: Object,
-        patch: Object,
+        self, worker: Worker, adapter: GenericAdapter, manager_obj: Object, manager_wl: Object, patch: Object
     ) -> None:
         """Write the worker's status on the manager object. A refusal is reported on the Workload and retried;
         fields the manager's schema drops are told once."""
-        job_key = ObjectKey.of(local_job)
+        cluster = worker.name
+        job_key = ObjectKey.of(manager_obj)
         manager_api = Objects(self.api, await self._manager_resource(adapter.gvk))
         try:
             written = await manager_api.patch_status(job_key.name, patch, job_key.namespace)
@@ -555,80 +528,62 @@ class WorkloadReconciler:
                 f"status of {adapter.gvk.kind} {job_key} from worker {cluster} was rejected by the manager: "
                 f"{summary(e)}"
             )
-            await self._event(local_wl, "Warning", message)
+            await self._event(manager_wl, "Warning", message)
             raise StatusRejected(message) from None
         lost = self.pruned.learn(adapter.gvk, job_key, patch, written)
         if lost:
             log.warning("status fields pruned by the manager", cluster=cluster, kind=adapter.gvk.kind,
                         namespace=job_key.namespace, name=job_key.name, fields=lost)  # fmt: skip
             message = pruned_message(adapter.gvk.kind, job_key, cluster, lost)
-            await self._object_event(adapter, local_job, "Warning", message, reason="StatusFieldsPruned")
+            await self._object_event(adapter, manager_obj, "Warning", message, reason="StatusFieldsPruned")
         log.info("status mirrored from worker", cluster=cluster, kind=adapter.gvk.kind, object=str(job_key))
-        seen = connection.observed.get((adapter.gvk.kind, job_key.namespace, job_key.name))
+        seen = worker.last_change(adapter.gvk.kind, job_key)
         if self.metrics is not None and seen is not None:
             self.metrics.status_sync_lag.labels(adapter.gvk.kind, cluster).observe(time.monotonic() - seen)
 
     async def _resolve_conflict(
-        self,
-        cluster: str,
-        remote_api: Objects,
-        adapter: GenericAdapter,
-        remote: Object,
-        local_job: Object,
-        local_wl: Object,
+        self, worker: Worker, adapter: GenericAdapter, worker_obj: Object, manager_obj: Object, manager_wl: Object
     ) -> Object:
         """A same-named worker object without this origin's label: adopted under ``Adopt`` when its annotations
         prove this manager made it for this object; otherwise left untouched and reported (``Abort``)."""
-        job_key = ObjectKey.of(local_job)
-        if adapter.adoptable(remote, local_job, self.origin):
-            patch = {"metadata": {"labels": {ORIGIN_LABEL: self.origin},
-                                  "resourceVersion": remote["metadata"]["resourceVersion"]}}  # fmt: skip
-            adopted = await remote_api.patch(job_key.name, patch, job_key.namespace)
-            message = (
-                f"{adapter.gvk.kind} {job_key} on worker {cluster} adopted (it carries this manager's origin and UID)"
-            )
-            log.info("object adopted on worker", cluster=cluster, kind=adapter.gvk.kind, object=str(job_key))
-            await self._event(local_wl, "Normal", message)
+        job_key = ObjectKey.of(manager_obj)
+        adopted = await copies.adopt(worker, adapter, worker_obj, manager_obj, self.origin)
+        if adopted is not None:
+            message = (f"{adapter.gvk.kind} {job_key} on worker {worker.name} adopted (it carries this manager's "
+                       "origin and UID)")  # fmt: skip
+            await self._event(manager_wl, "Normal", message)
             return adopted
-        message = (
-            f"{adapter.gvk.kind} {job_key} on worker {cluster} was not created by this manager "
-            f"(label {ORIGIN_LABEL} is not {self.origin!r}); it is left untouched"
-        )
-        await self._event(local_wl, "Warning", message)
-        await self._object_event(adapter, local_job, "Warning", message)
-        raise OwnershipConflict(message)
+        message = copies.not_ours_message(adapter.gvk.kind, job_key, worker.name, self.origin)
+        await self._event(manager_wl, "Warning", message)
+        await self._object_event(adapter, manager_obj, "Warning", message)
+        raise copies.OwnershipConflict(message)
 
-    async def _remove_remote(self, cluster: str, adapter: GenericAdapter, job_key: ObjectKey, key: ObjectKey) -> None:
+    async def _remove_from_worker(
+        self, cluster: str, adapter: GenericAdapter, job_key: ObjectKey, key: ObjectKey
+    ) -> None:
         """Delete this origin's object and Workload copy on a worker.
 
         Read from the worker's caches, which are label-selected by this manager's origin: a foreign same-named
         object is never in them, and an object created a moment ago that the cache has not seen yet comes back
         as a watch event that brings the Workload here again.
         """
-        connection = self.connections().get(cluster)
-        if connection is None or connection.api is None:
+        worker = self.connections().get(cluster)
+        if worker is None:
             return
-        informer = connection.objects.get(adapter.gvk)
-        remote = informer.get(job_key) if informer else None
-        if remote is not None and not remote["metadata"].get("deletionTimestamp"):
-            try:
-                await Objects(connection.api, connection.resources[adapter.gvk]).delete(job_key.name, job_key.namespace)
-            except (ApiError, TimeoutError, OSError) as e:
-                raise WorkerWriteFailed(cluster, "delete", adapter.gvk.kind, job_key.namespace, job_key.name, e) from e
-            log.info("object deleted on worker", cluster=cluster, kind=adapter.gvk.kind, object=str(job_key))
+        await copies.delete(worker, adapter.gvk, job_key)
         try:
-            await self._remove_remote_workload(connection, key)
-        except (ApiError, TimeoutError, OSError) as e:
+            await self._remove_worker_workload(worker, key)
+        except copies.WRITE_FAILURES as e:
             raise WorkerWriteFailed(cluster, "delete", "Workload", key.namespace, key.name, e) from e
 
-    async def _remove_remote_workload(self, connection: WorkerConnection, key: ObjectKey) -> None:
+    async def _remove_worker_workload(self, worker: Worker, key: ObjectKey) -> None:
         """Delete this origin's Workload copy, first lifting the finalizer a worker Kueue would have added."""
-        remote_wl = connection.workloads.get(key) if connection.workloads else None
-        if remote_wl is None or connection.api is None:
+        worker_wl = worker.workload(key)
+        if worker_wl is None:
             return
-        meta = remote_wl["metadata"]
+        meta = worker_wl["metadata"]
         finalizers = meta.get("finalizers") or []
-        workloads = Objects(connection.api, WORKLOADS)
+        workloads = worker.workload_objects()
         if wl.RESOURCE_IN_USE_FINALIZER in finalizers:
             kept = [f for f in finalizers if f != wl.RESOURCE_IN_USE_FINALIZER] or None
             patch = {"metadata": {"finalizers": kept, "resourceVersion": meta["resourceVersion"]}}
@@ -636,52 +591,51 @@ class WorkloadReconciler:
         elif meta.get("deletionTimestamp"):
             return  # already going
         await workloads.delete(key.name, key.namespace)
-        log.info("workload deleted on worker", cluster=connection.name, workload=str(key))
+        log.info("workload deleted on worker", cluster=worker.name, workload=str(key))
 
-    async def _deactivate_remote(self, connection: WorkerConnection, remote: Object, local: Object) -> None:
-        """Ask the worker's Kueue to evict its copy, as Kueue does when the manager evicts (§2.2 step 6b.2)."""
-        assert connection.api is not None
-        evicted = wl.condition(local, wl.EVICTED) or {}
+    async def _deactivate_worker_copy(self, worker: Worker, worker_obj: Object, workload: Object) -> None:
+        """Ask the worker's Kueue to evict its copy, as Kueue does when the manager evicts."""
+        evicted = wl.condition(workload, wl.EVICTED) or {}
         condition = {"type": "DeactivationTarget", "status": "True", "reason": "EvictedOnManagerCluster",
                      "message": f"Evicted on manager: {evicted.get('message', '')}"}  # fmt: skip
-        current = (remote.get("status") or {}).get("conditions") or []
-        if wl.is_true(remote, "DeactivationTarget"):
+        current = (worker_obj.get("status") or {}).get("conditions") or []
+        if wl.is_true(worker_obj, "DeactivationTarget"):
             return
-        patch = {"metadata": {"resourceVersion": remote["metadata"]["resourceVersion"]},
+        patch = {"metadata": {"resourceVersion": worker_obj["metadata"]["resourceVersion"]},
                  "status": {"conditions": set_condition(current, condition)}}  # fmt: skip
-        meta = remote["metadata"]
-        await Objects(connection.api, WORKLOADS).patch_status(meta["name"], patch, meta["namespace"])
+        meta = worker_obj["metadata"]
+        await worker.workload_objects().patch_status(meta["name"], patch, meta["namespace"])
 
     async def _set_check(
-        self, local: Object, check_name: str, new_state: str, message: str, *, separator: str = ", "
+        self, workload: Object, check_name: str, new_state: str, message: str, *, separator: str = ", "
     ) -> None:
         """Set this controller's check state; the message ends with the previous state, as Kueue's does."""
-        current = wl.check_state(local, check_name) or {}
+        current = wl.check_state(workload, check_name) or {}
         previous = current.get("state", wl.PENDING)
         full = f'{message}{separator}Previously: "{previous}"'[:MESSAGE_LIMIT]
         if current.get("state") == new_state and current.get("message") == full:
             return
         entry = {"name": check_name, "state": new_state, "message": full, "lastTransitionTime": now_rfc3339()}
-        await self._patch_workload_status(local, {"admissionChecks": _with_check(local, entry)})
+        await self._patch_workload_status(workload, {"admissionChecks": _with_check(workload, entry)})
         if new_state == wl.RETRY and self.metrics is not None:
-            owner = wl.owner(local)
-            where = (local.get("status") or {}).get("clusterName") or ""
+            owner = wl.owner(workload)
+            where = (workload.get("status") or {}).get("clusterName") or ""
             self.metrics.objects_redispatched.labels(owner[0].kind if owner else "", where).inc()
-        log.info("admission check updated", workload=str(ObjectKey.of(local)), state=new_state, message=full)
+        log.info("admission check updated", workload=str(ObjectKey.of(workload)), state=new_state, message=full)
 
-    async def _set_check_message(self, local: Object, check_name: str, message: str) -> bool:
+    async def _set_check_message(self, workload: Object, check_name: str, message: str) -> bool:
         """Set this controller's check message, its state unchanged; whether it changed."""
-        current = wl.check_state(local, check_name) or {}
+        current = wl.check_state(workload, check_name) or {}
         message = message[:MESSAGE_LIMIT]
         if current.get("message", "") == message:
             return False
         entry = {**current, "name": check_name, "state": current.get("state", wl.PENDING), "message": message}
         entry.setdefault("lastTransitionTime", now_rfc3339())
-        await self._patch_workload_status(local, {"admissionChecks": _with_check(local, entry)})
+        await self._patch_workload_status(workload, {"admissionChecks": _with_check(workload, entry)})
         return True
 
-    async def _set_admitted(self, local: Object, check_name: str, state: Object, cluster: str) -> None:
-        status = local.get("status") or {}
+    async def _set_admitted(self, workload: Object, check_name: str, state: Object, cluster: str) -> None:
+        status = workload.get("status") or {}
         message = f'The workload was admitted on "{cluster}"'
         if state.get("state") == wl.READY and state.get("message") == message and status.get("clusterName") == cluster:
             return
@@ -691,28 +645,29 @@ class WorkloadReconciler:
             # Kueue's webhook takes a clusterName only from the nominations already recorded, and a winner can lie
             # outside them (a replica that took over nominated before that worker was connected again): nominate
             # the winner alone first, as Kueue does for a worker its component Workloads already run on.
-            local = await self._patch_workload_status(local, {"nominatedClusterNames": [cluster]})
+            workload = await self._patch_workload_status(workload, {"nominatedClusterNames": [cluster]})
         entry = {"name": check_name, "state": wl.READY, "message": message, "lastTransitionTime": now_rfc3339()}
         await self._patch_workload_status(
-            local, {"admissionChecks": _with_check(local, entry), "clusterName": cluster, "nominatedClusterNames": None}
+            workload,
+            {"admissionChecks": _with_check(workload, entry), "clusterName": cluster, "nominatedClusterNames": None},
         )
-        await self._event(local, "Normal", message)
-        log.info("workload admitted on worker", workload=str(ObjectKey.of(local)), cluster=cluster)
+        await self._event(workload, "Normal", message)
+        log.info("workload admitted on worker", workload=str(ObjectKey.of(workload)), cluster=cluster)
         if self.metrics is not None and state.get("state") != wl.READY:
-            self.metrics.workloads_admitted.labels(_cluster_queue(local), cluster).inc()
+            self.metrics.workloads_admitted.labels(_cluster_queue(workload), cluster).inc()
 
-    async def _finish(self, local: Object, reason: str, message: str) -> None:
+    async def _finish(self, workload: Object, reason: str, message: str) -> None:
         condition = {"type": wl.FINISHED, "status": "True", "reason": reason or "Finished",
                      "message": message or "finished on the worker", "lastTransitionTime": now_rfc3339()}  # fmt: skip
-        current = (local.get("status") or {}).get("conditions") or []
-        await self._patch_workload_status(local, {"conditions": set_condition(current, condition)})
-        log.info("workload finished", workload=str(ObjectKey.of(local)), reason=reason)
+        current = (workload.get("status") or {}).get("conditions") or []
+        await self._patch_workload_status(workload, {"conditions": set_condition(current, condition)})
+        log.info("workload finished", workload=str(ObjectKey.of(workload)), reason=reason)
         if self.metrics is not None:
-            owner = wl.owner(local)
-            where = (local.get("status") or {}).get("clusterName") or ""
+            owner = wl.owner(workload)
+            where = (workload.get("status") or {}).get("clusterName") or ""
             self.metrics.objects_finished.labels(owner[0].kind if owner else "", where, reason).inc()
 
-    async def _patch_workload_status(self, local: Object, status: Object) -> Object:
+    async def _patch_workload_status(self, workload: Object, status: Object) -> Object:
         """A merge patch on the manager Workload's ``/status``, guarded by its resourceVersion.
 
         Lists go whole (rebuilt from the object just read), so the precondition is what keeps another writer's
@@ -720,7 +675,7 @@ class WorkloadReconciler:
         ``WorkloadRequestUseMergePatch`` mode; a server-side apply as ``kueue-admission`` with a partial status
         would instead drop every other field Kueue's core owns under that manager.
         """
-        meta = local["metadata"]
+        meta = workload["metadata"]
         patch = {"metadata": {"resourceVersion": meta["resourceVersion"]}, "status": status}
         updated = await self.workload_api.patch_status(meta["name"], patch, meta["namespace"])
         self.workloads.remember(updated)
@@ -734,15 +689,15 @@ class WorkloadReconciler:
         await events.record(self.api, obj, type_=type_, reason=reason, message=message,
                             component=self.controller_name)  # fmt: skip
 
-    async def _event(self, local: Object, type_: str, message: str) -> None:
-        obj = {**local, "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload"}
+    async def _event(self, workload: Object, type_: str, message: str) -> None:
+        obj = {**workload, "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload"}
         await events.record(self.api, obj, type_=type_, reason=EVENT_REASON, message=message,
                             component=self.controller_name)  # fmt: skip
 
 
-def _with_check(local: Object, entry: Object) -> list[Object]:
+def _with_check(workload: Object, entry: Object) -> list[Object]:
     """The Workload's admission-check states with ``entry`` replacing the one of the same name."""
-    states = [dict(s) for s in (local.get("status") or {}).get("admissionChecks") or []]
+    states = [dict(s) for s in (workload.get("status") or {}).get("admissionChecks") or []]
     for i, state in enumerate(states):
         if state.get("name") == entry["name"]:
             states[i] = {**state, **entry}

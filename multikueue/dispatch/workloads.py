@@ -6,33 +6,62 @@ import copy
 from typing import Any
 
 from multikueue.config import GroupVersionKind
-from multikueue.labels import ORIGIN_LABEL
+from multikueue.kube import conditions
 
-QUOTA_RESERVED = "QuotaReserved"
-ADMITTED = "Admitted"
-FINISHED = "Finished"
-EVICTED = "Evicted"
-OUT_OF_SYNC = "OutOfSync"
-RESOURCE_IN_USE_FINALIZER = "kueue.x-k8s.io/resource-in-use"
-JOB_UID_LABEL = "kueue.x-k8s.io/job-uid"
-JOB_OWNER_GVK = "kueue.x-k8s.io/job-owner-gvk"
-JOB_OWNER_NAME = "kueue.x-k8s.io/job-owner-name"
-
-PENDING, READY, RETRY, REJECTED = "Pending", "Ready", "Retry", "Rejected"
+# Re-exported: the dispatch code reads Kueue's names as ``wl.<NAME>``.
+from multikueue.labels import (
+    ADMITTED as ADMITTED,
+)
+from multikueue.labels import (
+    EVICTED as EVICTED,
+)
+from multikueue.labels import (
+    FINISHED as FINISHED,
+)
+from multikueue.labels import (
+    JOB_OWNER_GVK as JOB_OWNER_GVK,
+)
+from multikueue.labels import (
+    JOB_OWNER_NAME as JOB_OWNER_NAME,
+)
+from multikueue.labels import (
+    JOB_UID_LABEL as JOB_UID_LABEL,
+)
+from multikueue.labels import (
+    ORIGIN_LABEL as ORIGIN_LABEL,
+)
+from multikueue.labels import (
+    OUT_OF_SYNC as OUT_OF_SYNC,
+)
+from multikueue.labels import (
+    PENDING as PENDING,
+)
+from multikueue.labels import (
+    QUOTA_RESERVED as QUOTA_RESERVED,
+)
+from multikueue.labels import (
+    READY as READY,
+)
+from multikueue.labels import (
+    REJECTED as REJECTED,
+)
+from multikueue.labels import (
+    RESOURCE_IN_USE_FINALIZER as RESOURCE_IN_USE_FINALIZER,
+)
+from multikueue.labels import (
+    RETRY as RETRY,
+)
 
 Object = dict[str, Any]
 
 
 def condition(workload: Object | None, condition_type: str) -> Object | None:
-    for c in ((workload or {}).get("status") or {}).get("conditions") or []:
-        if c.get("type") == condition_type:
-            return dict(c)
-    return None
+    found = conditions.find(((workload or {}).get("status") or {}).get("conditions"), condition_type)
+    return dict(found) if found is not None else None
 
 
 def is_true(workload: Object | None, condition_type: str) -> bool:
-    found = condition(workload, condition_type)
-    return found is not None and found.get("status") == "True"
+    return workload is not None and conditions.is_true(workload, condition_type)
 
 
 def check_state(workload: Object, check_name: str) -> Object | None:

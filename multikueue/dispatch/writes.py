@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import anyio
 import anyio.abc
 
-from multikueue.kube.errors import describe, status_of
+from multikueue.kube.errors import Refused, describe, status_of
 
 Write = Callable[[], Awaitable[None]]
 
@@ -107,6 +107,8 @@ class WorkerWriteFailed(Exception):
     def __init__(self, worker: str, action: str, kind: str, namespace: str, name: str, error: BaseException) -> None:
         super().__init__(f'worker "{worker}": cannot {action} {kind} {namespace}/{name}: {describe(error)}')
         self.worker = worker
+        self.error = error
+        self.refused = isinstance(error, Refused)  # the worker will not take this write as it is
         self.code = status_of(error)
         self.log_fields = {"cluster": worker, "kind": kind, "namespace": namespace, "name": name,
                            "code": str(self.code or "")}  # fmt: skip

@@ -27,7 +27,7 @@ from multikueue.integration.workloads import (
     queue_name,
 )
 from multikueue.kube.conditions import find, is_true, set_condition
-from multikueue.labels import HELD_ANNOTATION
+from multikueue.labels import ADMITTED, EVICTED, FINISHED, HELD_ANNOTATION, QUOTA_RESERVED
 
 Object = dict[str, Any]
 
@@ -84,7 +84,7 @@ class Decision:
 
 
 def admitted(workload: Object) -> bool:
-    return is_true(workload, "Admitted") and (workload.get("spec") or {}).get("active") is not False
+    return is_true(workload, ADMITTED) and (workload.get("spec") or {}).get("active") is not False
 
 
 def finished(obj: Object, adapter: Adapter) -> tuple[bool, bool]:
@@ -162,7 +162,7 @@ def _prebuilt(obj: Object, workload: Object, integration: Integration, prebuilt:
         return Decision(Step.ADOPT, f"prebuilt Workload {prebuilt} adopted")
     if owner != obj["metadata"]["uid"]:
         return Decision(Step.NOTHING, f"prebuilt Workload {prebuilt} belongs to another object")
-    if is_true(workload, "Finished"):
+    if is_true(workload, FINISHED):
         return None
     try:
         in_sync = equivalent(workload, pod_sets(obj, integration))
@@ -175,7 +175,7 @@ def _prebuilt(obj: Object, workload: Object, integration: Integration, prebuilt:
 
 def _over(workload: Object, done: bool, succeeded: bool) -> Decision | None:
     """The object or its Workload finished."""
-    wl_finished = is_true(workload, "Finished")
+    wl_finished = is_true(workload, FINISHED)
     finalizers = workload["metadata"].get("finalizers")
     if done:
         if not wl_finished:
@@ -189,12 +189,12 @@ def _over(workload: Object, done: bool, succeeded: bool) -> Decision | None:
 
 
 def _evicted(obj: Object, workload: Object, integration: Integration, now: State) -> Decision | None:
-    evicted = find((workload.get("status") or {}).get("conditions"), "Evicted")
+    evicted = find((workload.get("status") or {}).get("conditions"), EVICTED)
     if evicted is None or evicted.get("status") != "True":
         return None
     if now is State.RUNNING:
         return Decision(Step.STOP, f"evicted: {evicted.get('message', '')}")
-    if is_true(workload, "QuotaReserved") and not _active(obj, integration, now):
+    if is_true(workload, QUOTA_RESERVED) and not _active(obj, integration, now):
         return Decision(Step.RELEASE, "evicted, and nothing runs: quota released for requeueing")
     return Decision(Step.NOTHING, "evicted: waiting for the run to stop")
 
@@ -214,7 +214,7 @@ def _held(obj: Object, workload: Object, now: State) -> Decision | None:
         return Decision(Step.ACTIVATE, "released by its user: queued again")
     if admitted(workload):
         return Decision(Step.RUN, "admitted")
-    if not is_true(workload, "QuotaReserved") and spec.get("queueName") != queue_name(obj) and queue_name(obj):
+    if not is_true(workload, QUOTA_RESERVED) and spec.get("queueName") != queue_name(obj) and queue_name(obj):
         return Decision(Step.UPDATE_QUEUE, f"queue-name changed to {queue_name(obj)}")
     return Decision(Step.NOTHING, "waiting for admission")
 
@@ -289,7 +289,7 @@ def finished_status(workload: Object, reason: str, message: str) -> Object:
     """The Workload's status with ``Finished=True`` (Kueue's ``workloadfinish.Finish``)."""
     rows = (workload.get("status") or {}).get("conditions")
     generation = workload["metadata"].get("generation")
-    new = {"type": "Finished", "status": "True", "reason": reason, "message": message,
+    new = {"type": FINISHED, "status": "True", "reason": reason, "message": message,
            "observedGeneration": generation}  # fmt: skip
     return {"conditions": set_condition(rows, new)}
 
@@ -299,7 +299,7 @@ def released_status(workload: Object) -> Object:
     ``UnsetQuotaReservationWithCondition`` + ``SetRequeuedCondition``, with Kueue's default feature gates)."""
     status = workload.get("status") or {}
     generation = workload["metadata"].get("generation")
-    evicted = find(status.get("conditions"), "Evicted") or {}
+    evicted = find(status.get("conditions"), EVICTED) or {}
     message, reason = evicted.get("message", ""), evicted.get("reason", "")
     requeued = "True" if reason in ("Preempted", "NodeFailures") else "False"
     checks_ready = all(c.get("state") == "Ready" for c in status.get("admissionChecks") or [])
@@ -310,8 +310,8 @@ def released_status(workload: Object) -> Object:
     rows = status.get("conditions")
     for new in (
         {"type": "Requeued", "status": requeued, "reason": reason, "message": message},
-        {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": message},
-        {"type": "Admitted", "status": "False", "reason": admitted_reason, "message": admitted_message},
+        {"type": QUOTA_RESERVED, "status": "False", "reason": "Pending", "message": message},
+        {"type": ADMITTED, "status": "False", "reason": admitted_reason, "message": admitted_message},
     ):
         rows = set_condition(rows, {**new, "observedGeneration": generation})
     return {"conditions": rows, "admission": None}

@@ -45,7 +45,7 @@ def pipelinerun(name: str, *, labels: dict[str, str] | None = None, **spec: Any)
 
 
 def running_status(name: str) -> dict[str, Any]:
-    """The status Tekton writes once a run has started (tekton-and-client.md §1.6)."""
+    """The status Tekton writes once a run has started."""
     return {
         "startTime": "2026-08-01T10:00:01Z",
         "conditions": [

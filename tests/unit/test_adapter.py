@@ -30,16 +30,16 @@ def manager_run() -> dict[str, Any]:
 
 def test_a_prebuilt_name_too_long_for_a_label_is_only_an_annotation() -> None:
     name = "w" * 64
-    remote = ADAPTER.build_remote(manager_run(), workload_name=name, origin="mk")
-    assert "kueue.x-k8s.io/prebuilt-workload-name" not in remote["metadata"]["labels"]
-    assert remote["metadata"]["annotations"]["kueue.x-k8s.io/prebuilt-workload-name"] == name
+    worker_obj = ADAPTER.build_copy(manager_run(), workload_name=name, origin="mk")
+    assert "kueue.x-k8s.io/prebuilt-workload-name" not in worker_obj["metadata"]["labels"]
+    assert worker_obj["metadata"]["annotations"]["kueue.x-k8s.io/prebuilt-workload-name"] == name
 
 
 def test_the_worker_copy_carries_only_name_namespace_labels_annotations_and_spec() -> None:
-    remote = ADAPTER.build_remote(manager_run(), workload_name="pipelinerun-hello", origin="mk")
-    assert set(remote) == {"apiVersion", "kind", "metadata", "spec"}
-    assert (remote["apiVersion"], remote["kind"]) == ("tekton.dev/v1", "PipelineRun")
-    assert remote["metadata"] == {
+    worker_obj = ADAPTER.build_copy(manager_run(), workload_name="pipelinerun-hello", origin="mk")
+    assert set(worker_obj) == {"apiVersion", "kind", "metadata", "spec"}
+    assert (worker_obj["apiVersion"], worker_obj["kind"]) == ("tekton.dev/v1", "PipelineRun")
+    assert worker_obj["metadata"] == {
         "name": "hello",
         "namespace": "team-a",
         # The prebuilt name as Kueue >= 0.18 writes it (annotation) and as older integrations read it (label).
@@ -55,13 +55,13 @@ def test_the_worker_copy_carries_only_name_namespace_labels_annotations_and_spec
             "multikueue.x-k8s.io/manager-uid": "u-1",
         },
     }
-    assert "managedBy" not in remote["spec"]
-    assert remote["spec"]["pipelineSpec"] == manager_run()["spec"]["pipelineSpec"]
+    assert "managedBy" not in worker_obj["spec"]
+    assert worker_obj["spec"]["pipelineSpec"] == manager_run()["spec"]["pipelineSpec"]
 
 
 def test_building_the_copy_does_not_modify_the_manager_object() -> None:
     run = manager_run()
-    ADAPTER.build_remote(run, workload_name="w", origin="mk")
+    ADAPTER.build_copy(run, workload_name="w", origin="mk")
     assert run == manager_run()
 
 
@@ -83,19 +83,21 @@ def test_managed_by(value: str | None, managed: bool, reason: str) -> None:
 
 
 def test_status_patch_is_none_when_nothing_to_do() -> None:
-    local = manager_run()
-    assert ADAPTER.status_patch(local, {"metadata": {}, "spec": {}}) is None, "a worker without status changes nothing"
-    assert ADAPTER.status_patch(local, {"status": running_status("hello")}) is None, "equal: no write"
+    manager_obj = manager_run()
+    assert ADAPTER.status_patch(manager_obj, {"metadata": {}, "spec": {}}) is None, (
+        "a worker without status changes nothing"
+    )
+    assert ADAPTER.status_patch(manager_obj, {"status": running_status("hello")}) is None, "equal: no write"
 
 
 def test_status_patch_makes_the_manager_equal_to_the_worker() -> None:
-    local = manager_run()
+    manager_obj = manager_run()
     remote_status = {**running_status("hello"), "completionTime": "2026-08-01T10:00:20Z"}
     del remote_status["childReferences"]
-    patch = ADAPTER.status_patch(local, {"status": remote_status})
+    patch = ADAPTER.status_patch(manager_obj, {"status": remote_status})
     assert patch is not None
     assert patch["status"]["childReferences"] is None
-    assert apply_merge_patch(local, patch)["status"] == remote_status
+    assert apply_merge_patch(manager_obj, patch)["status"] == remote_status
 
 
 @pytest.mark.parametrize(

@@ -46,15 +46,15 @@ def succeeded(status: str) -> dict[str, Any]:
 
 
 def test_create_transforms_remove_set_and_remove_when() -> None:
-    remote = adapter().build_remote(
+    worker_obj = adapter().build_copy(
         manager_run(status="PipelineRunPending", timeouts={"pipeline": "1h"}), workload_name="w", origin="mk"
     )
-    assert "status" not in remote["spec"]  # a Pending copy would never start where no Kueue unsuspends it
-    assert "timeouts" not in remote["spec"]
-    assert "managedBy" not in remote["spec"]
-    assert "pipelineSpec" in remote["spec"]
-    assert remote["metadata"]["labels"]["placed"] == "yes"
-    cancelled = adapter().build_remote(manager_run(status="Cancelled"), workload_name="w", origin="mk")
+    assert "status" not in worker_obj["spec"]  # a Pending copy would never start where no Kueue unsuspends it
+    assert "timeouts" not in worker_obj["spec"]
+    assert "managedBy" not in worker_obj["spec"]
+    assert "pipelineSpec" in worker_obj["spec"]
+    assert worker_obj["metadata"]["labels"]["placed"] == "yes"
+    cancelled = adapter().build_copy(manager_run(status="Cancelled"), workload_name="w", origin="mk")
     assert cancelled["spec"]["status"] == "Cancelled"  # removeWhen applies only when its predicate holds
 
 
@@ -72,8 +72,8 @@ def test_managed_by_at_another_path() -> None:
         "spec": {"runPolicy": {"managedBy": MANAGED, "suspend": False}, "replicas": 2},
     }
     assert a.is_managed(job) == (True, "")
-    remote = a.build_remote(job, workload_name="w", origin="mk")
-    assert remote["spec"] == {"runPolicy": {"suspend": False}, "replicas": 2}
+    worker_obj = a.build_copy(job, workload_name="w", origin="mk")
+    assert worker_obj["spec"] == {"runPolicy": {"suspend": False}, "replicas": 2}
     job["spec"]["runPolicy"]["managedBy"] = "someone-else"
     assert a.is_managed(job) == (False, 'Expecting .spec.runPolicy.managedBy to be "kueue.x-k8s.io/multikueue" '
                                         'not "someone-else"')  # fmt: skip
@@ -81,12 +81,12 @@ def test_managed_by_at_another_path() -> None:
 
 def test_spec_sync_carries_only_listed_values_and_only_when_different() -> None:
     a = adapter()
-    remote = a.build_remote(manager_run(), workload_name="w", origin="mk")
-    assert a.spec_patch(manager_run(), remote) is None
-    assert a.spec_patch(manager_run(status="PipelineRunPending"), remote) is None  # not a listed value
-    patch = a.spec_patch(manager_run(status="Cancelled"), remote)
+    worker_obj = a.build_copy(manager_run(), workload_name="w", origin="mk")
+    assert a.spec_patch(manager_run(), worker_obj) is None
+    assert a.spec_patch(manager_run(status="PipelineRunPending"), worker_obj) is None  # not a listed value
+    patch = a.spec_patch(manager_run(status="Cancelled"), worker_obj)
     assert patch == {"spec": {"status": "Cancelled"}}
-    assert a.spec_patch(manager_run(status="Cancelled"), apply_merge_patch(remote, patch)) is None
+    assert a.spec_patch(manager_run(status="Cancelled"), apply_merge_patch(worker_obj, patch)) is None
 
 
 def test_suspended_finished_and_failed_predicates() -> None:
@@ -102,7 +102,7 @@ def test_suspended_finished_and_failed_predicates() -> None:
 def test_defaults_are_kueues_generic_adapter() -> None:
     a = adapter("multiKueue: {externalFrameworks: [{name: PipelineRun.v1.tekton.dev}]}")
     run = manager_run(status="PipelineRunPending")
-    assert a.build_remote(run, workload_name="w", origin="mk")["spec"]["status"] == "PipelineRunPending"
+    assert a.build_copy(run, workload_name="w", origin="mk")["spec"]["status"] == "PipelineRunPending"
     assert a.spec_patch(manager_run(status="Cancelled"), {"spec": {}}) is None
     assert not a.suspended(run)
     assert a.finished(succeeded("True")) is None
@@ -115,15 +115,15 @@ def test_status_mapping_selects_and_excludes_and_leaves_other_fields_alone() -> 
         "dispatcher: {adapters: [{name: PipelineRun.v1.tekton.dev, "
         "status: {paths: [.status.conditions, .status.childReferences], exclude: [.status.childReferences]}}]}"
     )
-    local = manager_run()
-    local["status"] = {"managerOnly": "kept"}
-    remote = {"status": running_status("hello")}
-    remote["status"]["childReferences"] = [{"name": "x"}]
-    patch = a.status_patch(local, remote)
-    assert patch == {"status": {"conditions": remote["status"]["conditions"]}}
-    merged = apply_merge_patch(local, patch)
+    manager_obj = manager_run()
+    manager_obj["status"] = {"managerOnly": "kept"}
+    worker_obj = {"status": running_status("hello")}
+    worker_obj["status"]["childReferences"] = [{"name": "x"}]
+    patch = a.status_patch(manager_obj, worker_obj)
+    assert patch == {"status": {"conditions": worker_obj["status"]["conditions"]}}
+    merged = apply_merge_patch(manager_obj, patch)
     assert merged["status"]["managerOnly"] == "kept"
-    assert a.status_patch(merged, remote) is None
+    assert a.status_patch(merged, worker_obj) is None
 
 
 def test_adopt_needs_the_policy_the_origin_and_the_manager_uid() -> None:

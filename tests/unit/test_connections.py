@@ -14,7 +14,7 @@ def connection(seen: list[tuple[str, ObjectKey]]) -> WorkerConnection:
         gvks=(),
         timeout=1,
         on_state_change=lambda: None,
-        on_remote_event=lambda worker, key: seen.append((worker, key)),
+        on_worker_event=lambda worker, key: seen.append((worker, key)),
     )
 
 

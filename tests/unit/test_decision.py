@@ -47,7 +47,7 @@ def copy_(*conditions: Object, spec: Object | None = None) -> Object:
     return workload(*conditions, spec=spec)
 
 
-def group(local: Object, remotes: dict[str, Object] | None = None, **kwargs: Any) -> d.Group:
+def group(workload: Object, worker_copies: dict[str, Object] | None = None, **kwargs: Any) -> d.Group:
     options: dict[str, Any] = {
         "clusters": ("w1", "w2"),
         "connected": ("w1", "w2"),
@@ -56,7 +56,7 @@ def group(local: Object, remotes: dict[str, Object] | None = None, **kwargs: Any
         "lost_timeout": 900.0,
     }
     options.update(kwargs)
-    return d.Group(local=local, check=CHECK, remotes=remotes or {}, **options)
+    return d.Group(workload=workload, check=CHECK, worker_copies=worker_copies or {}, **options)
 
 
 CASES: list[tuple[str, d.Group, d.Step]] = [

@@ -92,14 +92,14 @@ def test_pruned_fields_are_named_and_left_out_of_the_next_comparison() -> None:
     sent = {"status": {"phase": "Running", "newField": {"a": 1}, "items": [{"x": 1, "y": 2}], "gone": None}}
     kept = {"status": {"phase": "Running", "items": [{"x": 1}]}}
     assert pruned_paths(sent["status"], kept["status"], "status") == ["status.newField", "status.items[].y"]
-    remote = {"status": {"phase": "Done", "newField": {"a": 2}, "items": [{"x": 1, "y": 3}]}}
-    assert without_paths(remote, frozenset({"status.newField", "status.items[].y"})) == {
+    worker_obj = {"status": {"phase": "Done", "newField": {"a": 2}, "items": [{"x": 1, "y": 3}]}}
+    assert without_paths(worker_obj, frozenset({"status.newField", "status.items[].y"})) == {
         "status": {"phase": "Done", "items": [{"x": 1}]}
     }
     adapter = GenericAdapter(PIPELINERUN, "m", Adapter.defaults(PIPELINERUN))
     manager = {"status": {"phase": "Done", "items": [{"x": 1}]}}
-    assert adapter.status_patch(manager, remote) is not None  # without the memory: a write on every pass
-    assert adapter.status_patch(manager, remote, frozenset({"status.newField", "status.items[].y"})) is None
+    assert adapter.status_patch(manager, worker_obj) is not None  # without the memory: a write on every pass
+    assert adapter.status_patch(manager, worker_obj, frozenset({"status.newField", "status.items[].y"})) is None
 
 
 def test_pruned_fields_are_told_once_per_object_and_remembered_per_kind() -> None:
@@ -141,7 +141,7 @@ def test_a_copy_carries_neither_kubectls_last_applied_nor_the_managers_placement
         "team": "kept",
     }
     adapter = GenericAdapter(PIPELINERUN, "kueue.x-k8s.io/multikueue", Adapter.defaults(PIPELINERUN))
-    notes = adapter.build_remote(run, workload_name=None, origin="o")["metadata"]["annotations"]
+    notes = adapter.build_copy(run, workload_name=None, origin="o")["metadata"]["annotations"]
     assert notes["team"] == "kept"
     assert not {"kubectl.kubernetes.io/last-applied-configuration", PLACEMENT_WORKER, PLACEMENT_PHASE} & set(notes)
     assert PLACEMENT_RECORD not in notes
