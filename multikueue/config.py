@@ -347,6 +347,24 @@ class PodSetSource(_Model):
         return self
 
 
+class PodsReady(_Model):
+    """When every pod of the object is ready, written as the Workload's ``PodsReady`` condition (what Kueue's
+    ``waitForPodsReady`` waits for): a predicate on the object (``when``), or counts read from it: the sum of the
+    numbers at ``readyCounts`` reaching the sum at ``expectedCounts`` (the Workload's pod count when absent)."""
+
+    when: Predicate | None = None
+    ready_counts: tuple[JsonPath, ...] = ()  # e.g. JobSet: .status.replicatedJobsStatus[*].ready and [*].succeeded
+    expected_counts: tuple[JsonPath, ...] = ()  # e.g. JobSet: .spec.replicatedJobs[*].replicas
+
+    @model_validator(mode="after")
+    def _one_test(self) -> PodsReady:
+        if (self.when is None) == (not self.ready_counts):
+            raise ValueError("@when: give either when (a predicate on the object) or readyCounts, not both or none")
+        if self.expected_counts and not self.ready_counts:
+            raise ValueError("@expectedCounts: only with readyCounts")
+        return self
+
+
 class Integration(_Model):
     """Queue this kind on its own cluster with no code: suspend on create, a Workload, run on admission."""
 
@@ -355,6 +373,8 @@ class Integration(_Model):
     # "Pods still run": after an eviction the quota is released once this is false. Absent: once suspended.
     # (When the run is over comes from the adapter's ``finished``/``failed``, read here on the object itself.)
     active: Predicate | None = None
+    # Absent: no PodsReady condition is written (as Kueue without waitForPodsReady).
+    pods_ready: PodsReady | None = None
 
     @model_validator(mode="after")
     def _pod_sets(self) -> Integration:

@@ -36,6 +36,7 @@ JOB_OWNER_NAME = "kueue.x-k8s.io/job-owner-name"
 
 # Workload condition types and admission-check states (Kueue's workload_types.go).
 QUOTA_RESERVED, ADMITTED, FINISHED, EVICTED = "QuotaReserved", "Admitted", "Finished", "Evicted"
+PODS_READY = "PodsReady"
 OUT_OF_SYNC = "OutOfSync"
 """The ``Finished`` reason of a prebuilt Workload whose pod sets differ from its object's."""
 PENDING, READY, RETRY, REJECTED = "Pending", "Ready", "Retry", "Rejected"

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from multikueue import jsonpaths
-from multikueue.config import Adapter, Integration, Predicate
+from multikueue.config import Adapter, Integration, PodsReady, Predicate
 from multikueue.dispatch.adapter import holds
 from multikueue.integration.workloads import (
     InvalidObject,
@@ -27,7 +27,7 @@ from multikueue.integration.workloads import (
     queue_name,
 )
 from multikueue.kube.conditions import find, is_true, set_condition
-from multikueue.labels import ADMITTED, EVICTED, FINISHED, HELD_ANNOTATION, QUOTA_RESERVED
+from multikueue.labels import ADMITTED, EVICTED, FINISHED, HELD_ANNOTATION, PODS_READY, QUOTA_RESERVED
 
 Object = dict[str, Any]
 
@@ -73,6 +73,7 @@ class Step(enum.Enum):
     DEACTIVATE = "deactivate"
     UPDATE_QUEUE = "update-queue"  # the queue-name label changed before admission
     REMOVE_FINALIZER = "remove-finalizer"  # the Workload is finished: Kueue's finalizer goes
+    SET_PODS_READY = "set-pods-ready"  # the Workload's PodsReady condition, as Kueue's jobframework writes it
 
 
 @dataclass(frozen=True)
@@ -81,6 +82,7 @@ class Decision:
     why: str
     succeeded: bool = True  # FINISH: Succeeded or Failed
     active: bool = True  # CREATE_WORKLOAD: false for an object its user holds
+    condition: Object | None = None  # SET_PODS_READY: the condition to write
 
 
 def admitted(workload: Object) -> bool:
@@ -119,6 +121,7 @@ def decide(obj: Object, workload: Object | None, adapter: Adapter) -> Decision:
     rules: tuple[Callable[[], Decision | None], ...] = (
         lambda: _prebuilt(obj, workload, integration, prebuilt),
         lambda: _over(workload, done, succeeded),
+        lambda: _pods_ready(obj, workload, integration.pods_ready),
         lambda: _evicted(obj, workload, integration, now),
         lambda: _held(obj, workload, now),
     )
@@ -186,6 +189,64 @@ def _over(workload: Object, done: bool, succeeded: bool) -> Decision | None:
             return Decision(Step.REMOVE_FINALIZER, "the Workload is finished")
         return Decision(Step.NOTHING, "the Workload is finished")
     return None
+
+
+NOT_READY = "Not all pods are ready or succeeded"
+WAITING_FOR_RECOVERY = "At least one pod has failed, waiting for recovery"
+READY = "All pods reached readiness and the workload is running"
+
+
+def pods_ready(obj: Object, workload: Object, spec: PodsReady) -> bool:
+    """Whether every pod of the object is ready, by the configured predicate or counts."""
+    if spec.when is not None:
+        return holds(spec.when, obj)
+    ready = _sum(obj, spec.ready_counts)
+    if spec.expected_counts:
+        expected = _sum(obj, spec.expected_counts)
+    else:
+        expected = sum(int(p.get("count", 0)) for p in (workload.get("spec") or {}).get("podSets") or [])
+    return expected > 0 and ready >= expected
+
+
+def _sum(obj: Object, paths: tuple[str, ...]) -> int:
+    """The sum of the integers at ``paths`` (absent ones count 0, as an unset status counter does)."""
+    return sum(v for path in paths for v in jsonpaths.find(obj, path) if isinstance(v, int) and not isinstance(v, bool))
+
+
+def pods_ready_condition(workload: Object, ready: bool) -> Object:
+    """The ``PodsReady`` condition the Workload should have (Kueue's ``generatePodsReadyCondition``): waiting for
+    the start until admitted and ready; once ready, Started (Recovered after a recovery); a ready run that loses a
+    pod waits for its recovery."""
+    current = find((workload.get("status") or {}).get("conditions"), PODS_READY)
+    reason, message = "WaitForStart", NOT_READY
+    if not is_true(workload, ADMITTED):
+        status = "False"
+    elif ready:
+        status, message = "True", READY
+        reason = "Recovered" if current and current.get("reason") in ("WaitForRecovery", "Recovered") else "Started"
+    else:
+        status = "False"
+        if current is not None and (current.get("status") == "True" or current.get("reason") == "WaitForRecovery"):
+            reason, message = "WaitForRecovery", WAITING_FOR_RECOVERY
+    return {"type": PODS_READY, "status": status, "reason": reason, "message": message}
+
+
+def _pods_ready(obj: Object, workload: Object, spec: PodsReady | None) -> Decision | None:
+    """With ``podsReady`` configured, the Workload's ``PodsReady`` condition kept current (step 5 of Kueue's
+    reconcile, before eviction is handled); only a change of status or reason is written."""
+    if spec is None:
+        return None
+    wanted = pods_ready_condition(workload, is_true(workload, ADMITTED) and pods_ready(obj, workload, spec))
+    current = find((workload.get("status") or {}).get("conditions"), PODS_READY)
+    if current is not None and (current.get("status"), current.get("reason")) == (wanted["status"], wanted["reason"]):
+        return None
+    return Decision(Step.SET_PODS_READY, f"PodsReady={wanted['status']} ({wanted['reason']})", condition=wanted)
+
+
+def pods_ready_status(workload: Object, condition: Object) -> Object:
+    generation = workload["metadata"].get("generation")
+    rows = (workload.get("status") or {}).get("conditions")
+    return {"conditions": set_condition(rows, {**condition, "observedGeneration": generation})}
 
 
 def _evicted(obj: Object, workload: Object, integration: Integration, now: State) -> Decision | None:

@@ -16,7 +16,15 @@ from multikueue import owners
 from multikueue.clusters.connections import discover_later
 from multikueue.config import Configuration, GroupVersionKind
 from multikueue.integration import workloads
-from multikueue.integration.lifecycle import Decision, Step, decide, finished_status, released_status, suspend_patch
+from multikueue.integration.lifecycle import (
+    Decision,
+    Step,
+    decide,
+    finished_status,
+    pods_ready_status,
+    released_status,
+    suspend_patch,
+)
 from multikueue.kube import events
 from multikueue.kube.client import ApiClient
 from multikueue.kube.discovery import KindUnavailable, discover_resource
@@ -139,6 +147,11 @@ class IntegrationReconciler:
             return None
         if step is Step.RELEASE:
             await self.workloads.patch_status(name, {"metadata": guard, "status": released_status(workload)}, namespace)
+            return None
+        if step is Step.SET_PODS_READY:
+            assert decision.condition is not None
+            status = pods_ready_status(workload, decision.condition)
+            await self.workloads.patch_status(name, {"metadata": guard, "status": status}, namespace)
             return None
         raise AssertionError(f"unhandled step {step}")
 

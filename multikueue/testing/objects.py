@@ -91,7 +91,8 @@ def widget_crd(*, strict_status: bool, group: str = WIDGET_GROUP, kind: str = "W
                 "name": "v1", "served": True, "storage": True, "subresources": {"status": {}},
                 "schema": {"openAPIV3Schema": {"type": "object", "properties": {
                     "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": True},
-                    "status": {"type": "object", "properties": {"phase": phase, "message": {"type": "string"}}},
+                    "status": {"type": "object", "properties": {"phase": phase, "message": {"type": "string"},
+                                                                "ready": {"type": "integer"}}},
                 }}},
             }],
         },

@@ -1,4 +1,4 @@
-"""The workload flow end to end on the real bed, with the tests playing Kueue's part (spec §2, §7)."""
+"""The workload flow end to end on the real bed, with the tests playing Kueue's part (quota, admission on workers)."""
 
 from __future__ import annotations
 

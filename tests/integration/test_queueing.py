@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from typing import Any, Literal
+from typing import Any, Literal, cast
 
 import pytest
 import yaml
@@ -229,6 +229,47 @@ async def test_without_the_webhook_a_suspend_kind_is_held_stopped_on_eviction_an
         await eventually(lambda: kueue.admit(api, name, namespace), what="admit (a conflict retried)")
         await eventually(lambda: _get(widgets, "w1", namespace), until=lambda w: w["spec"].get("suspend") is False,
                          what="runs again on re-admission")  # fmt: skip
+
+
+async def test_pods_ready_follows_the_objects_ready_pods_as_kueues_jobframework_writes_it(
+    manager_api: ApiClient, namespace: str
+) -> None:
+    """``waitForPodsReady`` needs it: without it, Kueue evicts a healthy run after the timeout (PodsReadyTimeout)."""
+    api, widgets = manager_api, Objects(manager_api, WIDGETS)
+    await crds.install_crds(api, [widget_crd(strict_status=True)])
+    integration: dict[str, Any] = {**cast(dict[str, Any], WIDGET_ADAPTER["integration"]),
+                                   "podsReady": {"readyCounts": [".status.ready"]}}  # fmt: skip
+    adapter = {**WIDGET_ADAPTER, "integration": integration}
+    template = {"spec": {"containers": [{"name": "main", "image": "busybox"}]}}
+    async with _running(api, _config(namespace, adapter)):
+        body = {"apiVersion": f"{WIDGET_GROUP}/v1", "kind": "Widget",
+                "metadata": {"name": "w1", "labels": {QUEUE_NAME_LABEL: "user-queue"}},
+                "spec": {"parallelism": 2, "template": template}}  # fmt: skip
+        created = await widgets.create(body, namespace)
+
+        def pods_ready(status: str, reason: str) -> Any:
+            return lambda w: (_condition(w, "PodsReady").get("status"), _condition(w, "PodsReady").get("reason")) == (
+                status, reason)  # fmt: skip
+
+        waiting = await _workload(api, namespace, created, WIDGET, until=pods_ready("False", "WaitForStart"),
+                                  what="PodsReady=False (WaitForStart) before admission")  # fmt: skip
+        assert _condition(waiting, "PodsReady")["message"] == "Not all pods are ready or succeeded"
+        name = waiting["metadata"]["name"]
+        await eventually(lambda: kueue.admit(api, name, namespace), what="admit (a conflict retried)")
+        await eventually(lambda: _get(widgets, "w1", namespace), until=lambda w: w["spec"].get("suspend") is False,
+                         what="released on admission")  # fmt: skip
+        await widgets.patch_status("w1", {"status": {"ready": 1}}, namespace)
+        await eventually(lambda: _get(widgets, "w1", namespace), until=lambda w: w["status"].get("ready") == 1)
+        one = await _workload(api, namespace, created, WIDGET, until=lambda w: "PodsReady" in str(w["status"]))
+        assert _condition(one, "PodsReady")["status"] == "False", "1 of 2 pods ready"
+        for ready, status, reason in (
+            (2, "True", "Started"),
+            (1, "False", "WaitForRecovery"),
+            (2, "True", "Recovered"),
+        ):
+            await widgets.patch_status("w1", {"status": {"ready": ready}}, namespace)
+            await _workload(api, namespace, created, WIDGET, until=pods_ready(status, reason),
+                            what=f"PodsReady={status} ({reason}) with {ready} of 2 pods ready")  # fmt: skip
 
 
 async def test_a_users_own_hold_is_never_undone_and_bad_requests_are_said_on_the_object(
