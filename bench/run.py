@@ -22,6 +22,7 @@ Measured on the dispatcher process: CPU seconds and peak RSS (/proc), and its ow
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import platform
@@ -34,7 +35,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import aiohttp
 import anyio
@@ -46,6 +47,7 @@ from prometheus_client.samples import Sample
 from bench import audit, proc
 from bench.kueue import MULTIKUEUE_CONTROLLER, RealKueue
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig, raw_body
+from multikueue.kube.errors import Conflict
 from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects, Resource
 from multikueue.labels import ORIGIN_LABEL, PLACEMENT_PHASE
 from multikueue.runtime.informer import DELETED, Informer
@@ -78,6 +80,8 @@ def percentile(values: list[float], q: float) -> float | None:
 class Dispatcher:
     """The controller as its own process, with its CPU time, peak RSS and /metrics at hand."""
 
+    started: ClassVar[list[Dispatcher]] = []  # stopped when the bench ends, however it ends
+
     def __init__(
         self, kubeconfig: Path, config: str, workdir: Path, *, traced: Path | None = None, source: Path | None = None
     ) -> None:
@@ -98,6 +102,7 @@ class Dispatcher:
         self.peak_rss = 0
 
     def start(self) -> None:
+        Dispatcher.started.append(self)
         with self.log.open("ab") as log:
             self.process = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, env=self.env)
 
@@ -290,9 +295,14 @@ class Run:
         name = f"run-{i:05d}"
         body = pipelinerun(name)
         body["spec"]["managedBy"] = kueue.MANAGED_BY
-        run = await Objects(self.api["manager"], PIPELINERUNS).create(body, NAMESPACE)
+        runs = Objects(self.api["manager"], PIPELINERUNS)
+        try:
+            run = await runs.create(body, NAMESPACE)
+        except Conflict:  # a retried submission: the attempt before made it, then failed further on
+            run = await runs.get(name, NAMESPACE) or {}
         if self.args.mode == "kueue":
-            await Objects(self.api["manager"], WORKLOADS).create(kueue.workload_for(run), NAMESPACE)
+            with contextlib.suppress(Conflict):
+                await Objects(self.api["manager"], WORKLOADS).create(kueue.workload_for(run), NAMESPACE)
         if self.args.mode == "kueue" and self.args.kueue == "played":
             await kueue.reserve_quota(self.api["manager"], f"pipelinerun-{name}", NAMESPACE, checks=[self.check])
         self.created[name] = time.monotonic()
@@ -707,6 +717,8 @@ def main(argv: list[str] | None = None) -> int:
         try:
             result = anyio.run(main_async, args, bed, bed.workdir)
         finally:
+            for dispatcher in Dispatcher.started:
+                dispatcher.stop()
             if args.logs is not None:
                 args.logs.mkdir(parents=True, exist_ok=True)
                 for log in (bed.workdir / "dispatcher.log", bed.workdir / "kueue" / "kueue.log"):

@@ -86,6 +86,10 @@ class IntegrationReconciler:
         gvk, object_key = key
         informer, resource = self.kinds[gvk]
         obj = informer.get(object_key)
+        if obj is None and await Objects(self.api, resource).get(object_key.name, object_key.namespace) is not None:
+            # Not cached yet, yet there: a Workload's event can overtake its object's (two watches). The object's
+            # own event brings it here again; "not in the cache" is never taken for "deleted".
+            return None
         if obj is None or obj["metadata"].get("deletionTimestamp"):
             await self._object_gone(gvk, object_key)
             return None

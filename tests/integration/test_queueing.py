@@ -8,16 +8,20 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any, Literal, cast
 
+import anyio
 import pytest
 import yaml
 from kubernetes_asyncio import client as k8s_client
 
+from multikueue import owners
 from multikueue.clusters import connections
 from multikueue.config import GroupVersionKind, parse_configuration
+from multikueue.integration.reconciler import IntegrationReconciler
 from multikueue.integration.workloads import build, workload_name
 from multikueue.kube.client import ApiClient, raw_body
 from multikueue.kube.resources import WORKLOADS, Objects, Resource
 from multikueue.labels import HELD_ANNOTATION, QUEUE_NAME_LABEL
+from multikueue.runtime.informer import Informer, ObjectKey
 from multikueue.testing import crds, kueue
 from multikueue.testing.dispatcher import running
 from multikueue.testing.objects import WIDGET_GROUP, pipelinerun, widget_crd
@@ -371,6 +375,34 @@ async def test_multikueue_end_to_end_with_the_integration_on_the_manager_and_a_w
                      and not w["metadata"].get("finalizers"), "the manager Workload finished")  # fmt: skip
         await s.wait(s.runs("worker1"), "hello", lambda r: r is None, "nothing left on worker1")
         await s.wait(s.workloads("worker1"), name, lambda w: w is None, "no Workload left on worker1")
+
+
+async def test_a_workload_seen_before_its_object_is_cached_is_not_taken_for_an_orphan(
+    manager_api: ApiClient, namespace: str
+) -> None:
+    """Two watches, no order between them: a Workload's event can come while its object is not cached yet. The
+    integration then must not take the object for deleted (it deleted the Workload: the benchmark with the
+    integration on lost every run whose Workload came first); only one the API server no longer has is."""
+    runs, workloads = Objects(manager_api, PIPELINERUNS), Objects(manager_api, WORKLOADS)
+    run = await runs.create(pipelinerun("uncached"), namespace)
+    await workloads.create(kueue.workload_for({**run, "apiVersion": "tekton.dev/v1", "kind": "PipelineRun"}),
+                           namespace)  # fmt: skip
+    config = parse_configuration(_config(namespace, TEKTON_ADAPTER))
+    workload_informer = Informer(workloads.source(namespace=namespace))
+    for index, values in owners.INDEXES.items():
+        workload_informer.add_index(index, values)
+    not_cached = Informer(runs.source(namespace=namespace))  # never run: the object's event has not come yet
+    reconciler = IntegrationReconciler(config, manager_api, {PR: (not_cached, runs.resource)}, workload_informer)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(workload_informer.run)
+        await workload_informer.synced.wait()
+        await reconciler.reconcile((PR, ObjectKey(namespace, "uncached")))
+        tg.cancel_scope.cancel()
+    assert await workloads.get("pipelinerun-uncached", namespace) is not None, "the Workload of a live object"
+    await runs.delete("uncached", namespace)
+    await eventually(lambda: runs.get("uncached", namespace), until=lambda r: r is None, what="the object gone")
+    await reconciler.reconcile((PR, ObjectKey(namespace, "uncached")))  # the Workload is still cached
+    assert await workloads.get("pipelinerun-uncached", namespace) is None, "the Workload of a deleted object goes"
 
 
 async def test_a_copy_that_arrives_before_its_prebuilt_workload_is_adopted_when_it_appears(
