@@ -13,7 +13,16 @@ from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    PlainValidator,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 KUEUE_MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
@@ -274,7 +283,8 @@ class Placement(_Model):
 
 _FIELD_PATH = re.compile(r"^\$?(\.[A-Za-z_][A-Za-z0-9_-]*)+$")
 _QUANTITY = re.compile(r"^([0-9]+(\.[0-9]*)?|\.[0-9]+)([KMGTPE]i|[numkMGTPE]|[eE][+-]?[0-9]+)?$")
-_DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS_LABEL = DNS_LABEL
 
 
 def _field_path(value: Any) -> str:
@@ -322,12 +332,66 @@ class Suspend(_Model):
         return self.value if self.stop_value is None else self.stop_value
 
 
+@dataclass(frozen=True)
+class CountConst:
+    value: int
+
+
+@dataclass(frozen=True)
+class CountPath:
+    path: str  # in the object, or in the item of a ``podSetsFrom`` array
+    default: CountExpression | None = None  # when the path has no value; absent: the object is refused, naming it
+
+
+@dataclass(frozen=True)
+class CountOp:
+    op: Literal["min", "max", "sum", "product"]
+    args: tuple[CountExpression, ...]
+
+
+CountExpression = CountConst | CountPath | CountOp
+COUNT_OPS = ("min", "max", "sum", "product")
+
+
+def parse_count(value: Any) -> CountExpression:
+    """A pod count: a number, a path (``.spec.parallelism``), ``{path, default}`` (the default another count), or
+    ``{min|max|sum|product: [counts]}``. Kueue's Job count is
+    ``{min: [{path: .spec.parallelism, default: 1}, {path: .spec.completions, default: {path: .spec.parallelism,
+    default: 1}}]}``."""
+    if isinstance(value, CountConst | CountPath | CountOp):
+        return value
+    if isinstance(value, bool):
+        raise ValueError(f"a count is a number, a path or an expression, got {value!r}")
+    if isinstance(value, int):
+        if value < 0:
+            raise ValueError(f"must not be negative, got {value!r}")
+        return CountConst(value)
+    if isinstance(value, str):
+        return CountPath(_jsonpath(value))
+    if isinstance(value, dict) and "path" in value:
+        unknown = sorted(set(value) - {"path", "default"})
+        if unknown:
+            raise ValueError(f"a path count takes path and default, got {unknown}")
+        default = value.get("default")
+        return CountPath(_jsonpath(value["path"]), None if default is None else parse_count(default))
+    if isinstance(value, dict) and len(value) == 1 and next(iter(value)) in COUNT_OPS:
+        op, args = next(iter(value.items()))
+        if not isinstance(args, list) or not args:
+            raise ValueError(f"{op}: a list of counts, got {args!r}")
+        return CountOp(op, tuple(parse_count(a) for a in args))
+    raise ValueError(f"a count is a number, a path, {{path, default}} or one of {list(COUNT_OPS)} with a list, "
+                     f"got {value!r}")  # fmt: skip
+
+
+Count = Annotated[CountExpression, PlainValidator(parse_count)]
+
+
 class PodSetSource(_Model):
     """One pod set of the Workload: a count and the requests of each pod, read from the object or written here."""
 
     name: str = "main"
-    count: int = Field(default=1, ge=1)
-    count_path: JsonPath | None = None  # an integer in the object (e.g. .spec.parallelism); ``count`` when absent
+    count: Count = CountConst(1)  # a number, or read from the object (``parse_count``)
+    count_path: JsonPath | None = None  # ``count: <path>`` spelt the old way; ``count`` is then its default
     template: JsonPath | None = None  # a PodTemplateSpec in the object, copied whole (Kueue's own integrations)
     requests: dict[str, Quantity] = Field(default_factory=dict)  # per pod, e.g. {tekton.dev/pipelineruns: "1"}
     requests_from_annotations: str | None = None  # a prefix: <prefix><resource>: <quantity> (tekton-kueue's)
@@ -345,6 +409,23 @@ class PodSetSource(_Model):
             raise ValueError("@template: requests come from the template's containers; drop requests and "
                              "requestsFromAnnotations, or drop template")  # fmt: skip
         return self
+
+    @property
+    def pod_count(self) -> CountExpression:
+        """The count to evaluate: ``countPath`` with ``count`` as its default when both are given."""
+        if self.count_path is None:
+            return self.count
+        return CountPath(self.count_path, self.count if "count" in self.model_fields_set else None)
+
+
+class PodSetsFrom(_Model):
+    """Pod sets derived from an array of the object, one per item (JobSet's ``replicatedJobs``, RayJob's worker
+    groups); every path below is read in the item."""
+
+    path: JsonPath  # the items, e.g. .spec.replicatedJobs[*]
+    name: JsonPath = ".name"  # the pod set's name (a DNS label)
+    count: Count  # e.g. JobSet: {product: [.replicas, <the Job count of .template.spec>]}
+    template: JsonPath  # the PodTemplateSpec, e.g. .template.spec.template
 
 
 class PodsReady(_Model):
@@ -370,6 +451,7 @@ class Integration(_Model):
 
     suspend: Suspend
     pod_sets: tuple[PodSetSource, ...] = ()
+    pod_sets_from: tuple[PodSetsFrom, ...] = ()  # after ``podSets``, in order
     # "Pods still run": after an eviction the quota is released once this is false. Absent: once suspended.
     # (When the run is over comes from the adapter's ``finished``/``failed``, read here on the object itself.)
     active: Predicate | None = None
@@ -378,8 +460,8 @@ class Integration(_Model):
 
     @model_validator(mode="after")
     def _pod_sets(self) -> Integration:
-        if not self.pod_sets:
-            raise ValueError("@podSets: at least one pod set is required (a count and the requests of each pod)")
+        if not self.pod_sets and not self.pod_sets_from:
+            raise ValueError("@podSets: at least one pod set is required (podSets, or podSetsFrom an array)")
         names = [p.name for p in self.pod_sets]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:

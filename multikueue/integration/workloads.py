@@ -8,11 +8,22 @@ from __future__ import annotations
 
 import copy
 import hashlib
+import math
 from dataclasses import dataclass
 from typing import Any
 
 from multikueue import jsonpaths
-from multikueue.config import GroupVersionKind, Integration, PodSetSource, check_quantity
+from multikueue.config import (
+    DNS_LABEL,
+    CountConst,
+    CountExpression,
+    CountPath,
+    GroupVersionKind,
+    Integration,
+    PodSetsFrom,
+    PodSetSource,
+    check_quantity,
+)
 from multikueue.kube.resources import WORKLOADS
 from multikueue.labels import (
     JOB_UID_LABEL,
@@ -49,15 +60,27 @@ def prebuilt_workload(obj: Object) -> str:
     return prebuilt_workload_of(obj)
 
 
-def _count(obj: Object, source: PodSetSource) -> int:
-    if source.count_path is None:
-        return source.count
-    value = jsonpaths.first(obj, source.count_path)
-    if value is None:
-        return source.count
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise InvalidObject(f"pod set {source.name}: {source.count_path} must be a positive integer, got {value!r}")
-    return value
+def count(expression: CountExpression, where: Object, what: str) -> int:
+    """Evaluate a pod count in ``where`` (the object, or an item of a ``podSetsFrom`` array). A value missing
+    without a default, or not a non-negative integer, raises ``InvalidObject`` naming ``what`` and the path: a
+    count is never guessed."""
+    if isinstance(expression, CountConst):
+        return expression.value
+    if isinstance(expression, CountPath):
+        value = jsonpaths.first(where, expression.path)
+        if value is None:
+            if expression.default is None:
+                raise InvalidObject(f"{what}: {expression.path} has no value (give the count a default)")
+            return count(expression.default, where, what)
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise InvalidObject(f"{what}: {expression.path} must be a non-negative integer, got {value!r}")
+        return value
+    values = [count(arg, where, what) for arg in expression.args]
+    if expression.op == "min":
+        return min(values)
+    if expression.op == "max":
+        return max(values)
+    return sum(values) if expression.op == "sum" else math.prod(values)
 
 
 def _requests(obj: Object, source: PodSetSource) -> dict[str, str]:
@@ -73,17 +96,18 @@ def _requests(obj: Object, source: PodSetSource) -> dict[str, str]:
     return requests
 
 
+MAX_POD_SETS = 8
+"""Kueue's limit on a Workload's pod sets."""
+
+
 def pod_sets(obj: Object, integration: Integration) -> list[Object]:
-    """The Workload's pod sets; ``InvalidObject`` names the annotation or field that is wrong."""
+    """The Workload's pod sets: the fixed ones, then one per item of each ``podSetsFrom`` array; ``InvalidObject``
+    names the annotation or field that is wrong."""
     result = []
     for source in integration.pod_sets:
-        template: Object
+        what = f"pod set {source.name}"
         if source.template is not None:
-            found = jsonpaths.first(obj, source.template)
-            if not isinstance(found, dict) or not (found.get("spec") or {}).get("containers"):
-                raise InvalidObject(f"pod set {source.name}: {source.template} must be a pod template with "
-                                    f"containers, got {found!r}")  # fmt: skip
-            template = copy.deepcopy(found)
+            template = _template(obj, source.template, what)
         else:
             # Synthetic, as tekton-kueue's: one container whose requests stand for what one pod of the run needs.
             resources = {"requests": _requests(obj, source)}
@@ -92,8 +116,38 @@ def pod_sets(obj: Object, integration: Integration) -> list[Object]:
                 "metadata": {},
                 "spec": {"containers": [{"name": "dummy", "image": "dummy", "resources": resources}]},
             }
-        result.append({"name": source.name, "count": _count(obj, source), "template": template})
+        result.append({"name": source.name, "count": count(source.pod_count, obj, what), "template": template})
+    for source_from in integration.pod_sets_from:
+        result.extend(_pod_sets_from(obj, source_from))
+    names = [p["name"] for p in result]
+    if len(set(names)) != len(names):
+        raise InvalidObject(f"pod set names repeat: {names}")
+    if len(result) > MAX_POD_SETS:
+        raise InvalidObject(f"{len(result)} pod sets ({names}); Kueue takes at most {MAX_POD_SETS}")
     return result
+
+
+def _pod_sets_from(obj: Object, source: PodSetsFrom) -> list[Object]:
+    items = jsonpaths.find(obj, source.path)
+    if not items:
+        raise InvalidObject(f"podSetsFrom {source.path}: no items in the object")
+    result = []
+    for i, item in enumerate(items):
+        where = f"{source.path.removesuffix('[*]')}[{i}]"
+        name = jsonpaths.first(item, source.name) if isinstance(item, dict) else None
+        if not isinstance(name, str) or not DNS_LABEL.match(name) or len(name) > 63:
+            raise InvalidObject(f"{where}{source.name}: a pod set name must be a DNS label, got {name!r}")
+        what = f"pod set {name} ({where})"
+        template = _template(item, source.template, what)
+        result.append({"name": name, "count": count(source.count, item, what), "template": template})
+    return result
+
+
+def _template(where: Object, path: str, what: str) -> Object:
+    found = jsonpaths.first(where, path)
+    if not isinstance(found, dict) or not (found.get("spec") or {}).get("containers"):
+        raise InvalidObject(f"{what}: {path} must be a pod template with containers, got {found!r}")
+    return copy.deepcopy(found)
 
 
 @dataclass(frozen=True)

@@ -85,7 +85,8 @@ async def _patch_status(api: ApiClient, name: str, namespace: str, change: Any) 
     current = await workloads.get(name, namespace)
     if current is None:
         raise LookupError(f"Workload {namespace}/{name} not found")
-    status = change(dict(current.get("status") or {}))
+    status = change({**(current.get("status") or {}), "_podSets": (current.get("spec") or {}).get("podSets") or []})
+    status.pop("_podSets", None)
     patch = {"metadata": {"resourceVersion": current["metadata"]["resourceVersion"]}, "status": status}
     return await workloads.patch_status(name, patch, namespace)
 
@@ -94,7 +95,10 @@ def _reserved(status: Object, queue: str) -> Object:
     """Status fields of a quota reservation in ``queue``: the condition and the admission."""
     condition = {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
                  "message": f"Quota reserved in ClusterQueue {queue}"}  # fmt: skip
-    assignment = {"name": "main", "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "1"}, "count": 1}
+    # One assignment per pod set, as Kueue's API requires (the Workload's pod sets ride along under "_podSets").
+    pod_sets = status.get("_podSets") or [{"name": "main", "count": 1}]
+    assignments = [{"name": p["name"], "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "1"},
+                    "count": p.get("count", 1)} for p in pod_sets]  # fmt: skip
     rows = set_condition(status.get("conditions"), condition)
     evicted = next((c for c in rows if c.get("type") == "Evicted"), None)
     if evicted is not None and evicted.get("status") == "True":  # Kueue's SetQuotaReservation resets it
@@ -102,7 +106,7 @@ def _reserved(status: Object, queue: str) -> Object:
                                     "message": "Previously: " + str(evicted.get("message", ""))})  # fmt: skip
     return {
         "conditions": rows,
-        "admission": {"clusterQueue": queue, "podSetAssignments": [assignment]},
+        "admission": {"clusterQueue": queue, "podSetAssignments": assignments},
     }
 
 

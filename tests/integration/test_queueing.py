@@ -276,6 +276,63 @@ async def test_pods_ready_follows_the_objects_ready_pods_as_kueues_jobframework_
                             what=f"PodsReady={status} ({reason}) with {ready} of 2 pods ready")  # fmt: skip
 
 
+JOBSET = GroupVersionKind("jobset.x-k8s.io", "v1alpha2", "JobSet")
+JOB_PODS = {"min": [{"path": ".template.spec.parallelism", "default": 1},
+                    {"path": ".template.spec.completions",
+                     "default": {"path": ".template.spec.parallelism", "default": 1}}]}  # fmt: skip
+JOBSET_ADAPTER = {
+    "name": "JobSet.v1alpha2.jobset.x-k8s.io",
+    "integration": {
+        "suspend": {"path": ".spec.suspend", "value": True, "runValue": False},
+        "podSetsFrom": [{"path": ".spec.replicatedJobs[*]", "name": ".name", "template": ".template.spec.template",
+                         "count": {"product": [{"path": ".replicas", "default": 1}, JOB_PODS]}}],
+        "podsReady": {"readyCounts": [".status.replicatedJobsStatus[*].ready",
+                                      ".status.replicatedJobsStatus[*].succeeded"],
+                      "expectedCounts": [".spec.replicatedJobs[*].replicas"]},
+    },
+}  # fmt: skip
+"""The JobSet lines of docs/integration.md: one pod set per replicatedJob, Kueue's counts and readiness."""
+
+
+async def test_a_jobset_gets_one_pod_set_per_replicated_job_with_kueues_counts_and_pods_ready(
+    manager_api: ApiClient, namespace: str
+) -> None:
+    """JobSet's real CRD: three replicatedJobs with names of the user's choosing, completions below parallelism and
+    parallelism missing; the Workload has Kueue's pod sets, the JobSet runs on admission, PodsReady follows it."""
+    api, jobsets = manager_api, Objects(manager_api, Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet"))
+    await crds.install_crds(api, [crds.foreign_crd("JobSet")])
+    template = {"spec": {"containers": [{"name": "main", "image": "busybox"}], "restartPolicy": "Never"}}
+    jobs: list[dict[str, Any]] = [
+        {"name": "driver", "template": {"spec": {"template": template}}},
+        {"name": "ps", "replicas": 2, "template": {"spec": {"parallelism": 4, "completions": 3, "template": template}}},
+        {"name": "trainers", "replicas": 3, "template": {"spec": {"completions": 5, "template": template}}},
+    ]  # fmt: skip
+    body = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "train", "labels": {QUEUE_NAME_LABEL: "user-queue"}},
+            "spec": {"suspend": True, "replicatedJobs": jobs}}  # fmt: skip
+    async with _running(api, _config(namespace, JOBSET_ADAPTER)):
+        created = await jobsets.create(body, namespace)
+        workload = await _workload(api, namespace, created, JOBSET)
+        pod_sets = [(p["name"], p["count"], p["template"]["spec"]["containers"][0]["name"])
+                    for p in workload["spec"]["podSets"]]  # fmt: skip
+        assert pod_sets == [("driver", 1, "main"), ("ps", 6, "main"), ("trainers", 3, "main")]
+        name = workload["metadata"]["name"]
+        await eventually(lambda: kueue.admit(api, name, namespace), what="admit (a conflict retried)")
+        await eventually(lambda: _get(jobsets, "train", namespace), until=lambda j: j["spec"]["suspend"] is False,
+                         what="released on admission")  # fmt: skip
+
+        def status(ready: dict[str, int]) -> dict[str, Any]:
+            rows = [{"name": j["name"], "ready": ready.get(j["name"], 0), "succeeded": 0, "failed": 0, "active": 0,
+                     "suspended": 0} for j in jobs]  # fmt: skip
+            return {"status": {"replicatedJobsStatus": rows}}
+
+        await jobsets.patch_status("train", status({"driver": 1, "ps": 2}), namespace)  # 3 of 6 Jobs ready
+        await jobsets.patch_status("train", status({"driver": 1, "ps": 2, "trainers": 3}), namespace)
+        ready = await _workload(api, namespace, created, JOBSET, what="PodsReady=True (Started) once all Jobs are",
+                                until=lambda w: _condition(w, "PodsReady").get("reason") == "Started")  # fmt: skip
+        assert _condition(ready, "PodsReady")["status"] == "True"
+
+
 async def test_a_users_own_hold_is_never_undone_and_bad_requests_are_said_on_the_object(
     manager_api: ApiClient, namespace: str
 ) -> None:

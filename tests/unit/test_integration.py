@@ -110,7 +110,10 @@ dispatcher:
     [pod_set] = workloads.pod_sets(obj, integration)
     assert (pod_set["count"], pod_set["template"]) == (4, template)
     obj["spec"]["parallelism"] = "four"
-    with pytest.raises(workloads.InvalidObject, match=r"\.spec\.parallelism must be a positive integer, got 'four'"):
+    with pytest.raises(
+        workloads.InvalidObject,
+        match=r"pod set workers: \.spec\.parallelism must be a non-negative integer, got 'four'",
+    ):
         workloads.pod_sets(obj, integration)
 
 

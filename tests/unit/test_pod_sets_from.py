@@ -1,0 +1,132 @@
+"""Pod sets derived from an array, and pod counts computed as Kueue's integrations compute them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import pytest
+
+from multikueue.config import (
+    ConfigError,
+    CountConst,
+    CountOp,
+    CountPath,
+    GroupVersionKind,
+    parse_configuration,
+    parse_count,
+)
+from multikueue.integration import workloads
+
+JOBSET = GroupVersionKind("jobset.x-k8s.io", "v1alpha2", "JobSet")
+JOB_COUNT = {"min": [{"path": ".template.spec.parallelism", "default": 1},
+                     {"path": ".template.spec.completions", "default": {"path": ".template.spec.parallelism",
+                                                                        "default": 1}}]}  # fmt: skip
+"""Kueue's count of a Job's pods: parallelism (default 1), or completions when fewer."""
+CONFIG = """
+multiKueue: {externalFrameworks: [{name: JobSet.v1alpha2.jobset.x-k8s.io}]}
+dispatcher:
+  adapters:
+  - name: JobSet.v1alpha2.jobset.x-k8s.io
+    integration:
+      suspend: {path: .spec.suspend, value: true, runValue: false}
+      podSetsFrom:
+      - path: .spec.replicatedJobs[*]
+        name: .name
+        count: {product: [{path: .replicas, default: 1}, JOB_COUNT]}
+        template: .template.spec.template
+""".replace("JOB_COUNT", json.dumps(JOB_COUNT))
+TEMPLATE = {"spec": {"containers": [{"name": "c", "image": "i"}]}}
+
+
+def jobset(*jobs: dict[str, Any]) -> dict[str, Any]:
+    return {"metadata": {"name": "js", "namespace": "ns", "uid": "u"}, "spec": {"replicatedJobs": list(jobs)}}
+
+
+def job(name: str, *, replicas: int | None = None, **spec: Any) -> dict[str, Any]:
+    item: dict[str, Any] = {"name": name, "template": {"spec": {**spec, "template": TEMPLATE}}}
+    if replicas is not None:
+        item["replicas"] = replicas
+    return item
+
+
+def integration() -> Any:
+    found = parse_configuration(CONFIG).adapter(JOBSET).integration
+    assert found is not None
+    return found
+
+
+def test_one_pod_set_per_replicated_job_whatever_their_names_and_number() -> None:
+    two = workloads.pod_sets(
+        jobset(job("driver", replicas=1), job("workers", replicas=3, parallelism=2)), integration()
+    )
+    assert [(p["name"], p["count"]) for p in two] == [("driver", 1), ("workers", 6)]
+    assert two[1]["template"] == TEMPLATE
+    three = jobset(job("a", replicas=2, parallelism=4, completions=3), job("b"), job("c", replicas=2, completions=5))
+    assert [(p["name"], p["count"]) for p in workloads.pod_sets(three, integration())] == [
+        ("a", 6),  # completions < parallelism: 2 x min(4, 3)
+        ("b", 1),  # nothing given: Kueue's defaults, 1 x 1
+        ("c", 2),  # no parallelism: 1 pod at a time, completions notwithstanding
+    ]
+
+
+def test_a_count_never_guesses_a_missing_value() -> None:
+    expression = parse_count({"product": [".replicas", ".template.spec.parallelism"]})
+    with pytest.raises(workloads.InvalidObject, match=r"js-x: \.template\.spec\.parallelism has no value"):
+        workloads.count(expression, job("x", replicas=2), "js-x")
+    assert workloads.count(expression, job("x", replicas=2, parallelism=3), "js-x") == 6
+
+
+def test_bad_items_are_named_with_their_place_in_the_array() -> None:
+    with pytest.raises(workloads.InvalidObject, match=r"\.spec\.replicatedJobs\[1\]\.name: a pod set name must be"):
+        workloads.pod_sets(jobset(job("ok"), job("Not_A_Label")), integration())
+    with pytest.raises(workloads.InvalidObject, match=r"no items in the object"):
+        workloads.pod_sets(jobset(), integration())
+    with pytest.raises(workloads.InvalidObject, match=r"pod set names repeat"):
+        workloads.pod_sets(jobset(job("a"), job("a")), integration())
+    with pytest.raises(workloads.InvalidObject, match=r"Kueue takes at most 8"):
+        workloads.pod_sets(jobset(*(job(f"j{i}") for i in range(9))), integration())
+    with pytest.raises(workloads.InvalidObject, match=r"pod set b \(\.spec\.replicatedJobs\[1\]\): \.replicas must be"):
+        workloads.pod_sets(jobset(job("a"), {**job("b"), "replicas": "two"}), integration())
+
+
+def test_count_expressions_parse_to_a_tree_and_bad_ones_name_the_field() -> None:
+    assert parse_count(3) == CountConst(3)
+    assert parse_count({"max": [".a", {"path": ".b", "default": 0}]}) == CountOp(
+        "max", (CountPath(".a"), CountPath(".b", CountConst(0)))
+    )
+    for bad, message in (
+        ("{avg: [.a]}", "a count is a number, a path"),
+        ("{min: []}", "min: a list of counts"),
+        ("{path: .a, fallback: 1}", "takes path and default, got ['fallback']"),
+        ("-1", "must not be negative"),
+    ):
+        text = CONFIG.replace("count: {product", f"count: {bad}\n        countWas: {{product")
+        text = text.split("\n        countWas:")[0] + "\n        template: .template.spec.template\n"
+        with pytest.raises(ConfigError) as error:
+            parse_configuration(text)
+        assert "podSetsFrom[0].count" in str(error.value), str(error.value)
+        assert message in str(error.value)
+
+
+def test_count_path_keeps_working_and_its_default_is_only_what_is_written() -> None:
+    text = """
+multiKueue: {externalFrameworks: [{name: JobSet.v1alpha2.jobset.x-k8s.io}]}
+dispatcher:
+  adapters:
+  - name: JobSet.v1alpha2.jobset.x-k8s.io
+    integration:
+      suspend: {path: .spec.suspend, value: true}
+      podSets: [{name: a, countPath: .spec.parallelism, template: .spec.template},
+                {name: b, countPath: .spec.parallelism, count: 2, template: .spec.template}]
+"""
+    found = parse_configuration(text).adapter(JOBSET).integration
+    assert found is not None
+    obj: dict[str, Any] = {"metadata": {"name": "x"}, "spec": {"template": TEMPLATE}}
+    with pytest.raises(workloads.InvalidObject, match=r"pod set a: \.spec\.parallelism has no value"):
+        workloads.pod_sets(obj, found)
+    obj["spec"]["parallelism"] = 5
+    assert [p["count"] for p in workloads.pod_sets(obj, found)] == [5, 5]
+    found_b = found.model_copy(update={"pod_sets": found.pod_sets[1:]})
+    del obj["spec"]["parallelism"]
+    assert [p["count"] for p in workloads.pod_sets(obj, found_b)] == [2], "an explicit count is countPath's default"
