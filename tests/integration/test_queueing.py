@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 from typing import Any, Literal, cast
 
 import anyio
@@ -277,21 +278,17 @@ async def test_pods_ready_follows_the_objects_ready_pods_as_kueues_jobframework_
 
 
 JOBSET = GroupVersionKind("jobset.x-k8s.io", "v1alpha2", "JobSet")
-JOB_PODS = {"min": [{"path": ".template.spec.parallelism", "default": 1},
-                    {"path": ".template.spec.completions",
-                     "default": {"path": ".template.spec.parallelism", "default": 1}}]}  # fmt: skip
-JOBSET_ADAPTER = {
-    "name": "JobSet.v1alpha2.jobset.x-k8s.io",
-    "integration": {
-        "suspend": {"path": ".spec.suspend", "value": True, "runValue": False},
-        "podSetsFrom": [{"path": ".spec.replicatedJobs[*]", "name": ".name", "template": ".template.spec.template",
-                         "count": {"product": [{"path": ".replicas", "default": 1}, JOB_PODS]}}],
-        "podsReady": {"readyCounts": [".status.replicatedJobsStatus[*].ready",
-                                      ".status.replicatedJobsStatus[*].succeeded"],
-                      "expectedCounts": [".spec.replicatedJobs[*].replicas"]},
-    },
-}  # fmt: skip
-"""The JobSet lines of docs/integration.md: one pod set per replicatedJob, Kueue's counts and readiness."""
+
+
+def _recipe(title: str) -> dict[str, Any]:
+    """The adapter lines docs/integration.md gives under ``title``: the tests run what users copy."""
+    text = (Path(__file__).parents[2] / "docs" / "integration.md").read_text()
+    block = text.split(f"### {title}", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    [adapter] = yaml.safe_load(block)
+    return cast(dict[str, Any], adapter)
+
+
+JOBSET_ADAPTER = _recipe("JobSet, as Kueue's own JobSet integration shapes it")
 
 
 async def test_a_jobset_gets_one_pod_set_per_replicated_job_with_kueues_counts_and_pods_ready(
