@@ -386,6 +386,17 @@ def parse_count(value: Any) -> CountExpression:
 Count = Annotated[CountExpression, PlainValidator(parse_count)]
 
 
+class Topology(_Model):
+    """What Kueue's topology-aware scheduling needs beyond the pod template's annotations (which are read as Kueue
+    reads them): the label holding a pod's index, and for pods in groups (a JobSet's Jobs) the group's index label
+    and the number of groups. Kueue's JobSet: ``batch.kubernetes.io/job-completion-index``,
+    ``jobset.sigs.k8s.io/job-index`` and the replicatedJob's ``replicas``."""
+
+    pod_index_label: str | None = None
+    sub_group_index_label: str | None = None
+    sub_group_count: Count | None = None
+
+
 class PodSetSource(_Model):
     """One pod set of the Workload: a count and the requests of each pod, read from the object or written here."""
 
@@ -395,6 +406,7 @@ class PodSetSource(_Model):
     template: JsonPath | None = None  # a PodTemplateSpec in the object, copied whole (Kueue's own integrations)
     requests: dict[str, Quantity] = Field(default_factory=dict)  # per pod, e.g. {tekton.dev/pipelineruns: "1"}
     requests_from_annotations: str | None = None  # a prefix: <prefix><resource>: <quantity> (tekton-kueue's)
+    topology: Topology | None = None
 
     @field_validator("name")
     @classmethod
@@ -426,6 +438,7 @@ class PodSetsFrom(_Model):
     name: JsonPath = ".name"  # the pod set's name (a DNS label)
     count: Count  # e.g. JobSet: {product: [.replicas, <the Job count of .template.spec>]}
     template: JsonPath  # the PodTemplateSpec, e.g. .template.spec.template
+    topology: Topology | None = None  # counts in it are read in the item too
 
 
 class PodsReady(_Model):

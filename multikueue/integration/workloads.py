@@ -22,6 +22,7 @@ from multikueue.config import (
     Integration,
     PodSetsFrom,
     PodSetSource,
+    Topology,
     check_quantity,
 )
 from multikueue.kube.resources import WORKLOADS
@@ -116,7 +117,8 @@ def pod_sets(obj: Object, integration: Integration) -> list[Object]:
                 "metadata": {},
                 "spec": {"containers": [{"name": "dummy", "image": "dummy", "resources": resources}]},
             }
-        result.append({"name": source.name, "count": count(source.pod_count, obj, what), "template": template})
+        pod_set = {"name": source.name, "count": count(source.pod_count, obj, what), "template": template}
+        result.append(_with_topology(pod_set, source.topology, obj, what))
     for source_from in integration.pod_sets_from:
         result.extend(_pod_sets_from(obj, source_from))
     names = [p["name"] for p in result]
@@ -139,8 +141,65 @@ def _pod_sets_from(obj: Object, source: PodSetsFrom) -> list[Object]:
             raise InvalidObject(f"{where}{source.name}: a pod set name must be a DNS label, got {name!r}")
         what = f"pod set {name} ({where})"
         template = _template(item, source.template, what)
-        result.append({"name": name, "count": count(source.count, item, what), "template": template})
+        pod_set = {"name": name, "count": count(source.count, item, what), "template": template}
+        result.append(_with_topology(pod_set, source.topology, item, what))
     return result
+
+
+TOPOLOGY = "kueue.x-k8s.io/podset-"
+REQUIRED, PREFERRED, UNCONSTRAINED = f"{TOPOLOGY}required-topology", f"{TOPOLOGY}preferred-topology", \
+    f"{TOPOLOGY}unconstrained-topology"  # fmt: skip
+SLICE_REQUIRED, SLICE_SIZE, GROUP_NAME = f"{TOPOLOGY}slice-required-topology", f"{TOPOLOGY}slice-size", \
+    f"{TOPOLOGY}group-name"  # fmt: skip
+
+
+def _with_topology(pod_set: Object, topology: Topology | None, where: Object, what: str) -> Object:
+    request = topology_request(pod_set["template"], topology, where, what)
+    return {**pod_set, "topologyRequest": request} if request is not None else pod_set
+
+
+def topology_request(template: Object, topology: Topology | None, where: Object, what: str) -> Object | None:
+    """The pod set's ``topologyRequest`` as Kueue's ``NewPodSetTopologyRequest(...).Build()`` makes it from the pod
+    template's annotations and the integration's index labels (``None``: no request). Kueue's multi-layer
+    constraints annotation (behind an alpha feature gate) is not read."""
+    notes = (template.get("metadata") or {}).get("annotations") or {}
+    topology = topology or Topology()
+    request, sliced = _placement(notes, what), _slice(notes, what)
+    if not request and not sliced and topology == Topology():
+        return None
+    request.update(sliced)
+    if topology.pod_index_label is not None:
+        request["podIndexLabel"] = topology.pod_index_label
+    if topology.sub_group_count is not None:
+        request["subGroupCount"] = count(topology.sub_group_count, where, what)
+    if topology.sub_group_index_label is not None:
+        request["subGroupIndexLabel"] = topology.sub_group_index_label
+    if GROUP_NAME in notes and ("required" in request or "preferred" in request):
+        request["podSetGroupName"] = notes[GROUP_NAME]
+    return request
+
+
+def _placement(notes: dict[str, str], what: str) -> Object:
+    """Required, else preferred, else unconstrained (the first annotation found, in Kueue's order)."""
+    if REQUIRED in notes:
+        return {"required": notes[REQUIRED]}
+    if PREFERRED in notes:
+        return {"preferred": notes[PREFERRED]}
+    if UNCONSTRAINED not in notes:
+        return {}
+    value = str(notes[UNCONSTRAINED]).lower()
+    if value not in ("true", "false", "1", "0", "t", "f"):
+        raise InvalidObject(f"{what}: annotation {UNCONSTRAINED} must be a boolean, got {notes[UNCONSTRAINED]!r}")
+    return {"unconstrained": value in ("true", "1", "t")}
+
+
+def _slice(notes: dict[str, str], what: str) -> Object:
+    if SLICE_REQUIRED not in notes or SLICE_SIZE not in notes:
+        return {}
+    size = str(notes[SLICE_SIZE])
+    if not size.lstrip("-").isdigit():
+        raise InvalidObject(f"{what}: annotation {SLICE_SIZE} must be an integer, got {size!r}")
+    return {"podSetSliceRequiredTopology": notes[SLICE_REQUIRED], "podSetSliceSize": int(size)}
 
 
 def _template(where: Object, path: str, what: str) -> Object:

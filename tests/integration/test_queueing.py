@@ -302,7 +302,8 @@ async def test_a_jobset_gets_one_pod_set_per_replicated_job_with_kueues_counts_a
     jobs: list[dict[str, Any]] = [
         {"name": "driver", "template": {"spec": {"template": template}}},
         {"name": "ps", "replicas": 2, "template": {"spec": {"parallelism": 4, "completions": 3, "template": template}}},
-        {"name": "trainers", "replicas": 3, "template": {"spec": {"completions": 5, "template": template}}},
+        {"name": "trainers", "replicas": 3, "template": {"spec": {"completions": 5, "template": {
+            **template, "metadata": {"annotations": {"kueue.x-k8s.io/podset-required-topology": "rack"}}}}}},
     ]  # fmt: skip
     body = {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
             "metadata": {"name": "train", "labels": {QUEUE_NAME_LABEL: "user-queue"}},
@@ -313,6 +314,12 @@ async def test_a_jobset_gets_one_pod_set_per_replicated_job_with_kueues_counts_a
         pod_sets = [(p["name"], p["count"], p["template"]["spec"]["containers"][0]["name"])
                     for p in workload["spec"]["podSets"]]  # fmt: skip
         assert pod_sets == [("driver", 1, "main"), ("ps", 6, "main"), ("trainers", 3, "main")]
+        indexes = {"podIndexLabel": "batch.kubernetes.io/job-completion-index",
+                   "subGroupIndexLabel": "jobset.sigs.k8s.io/job-index"}  # fmt: skip
+        assert [p["topologyRequest"] for p in workload["spec"]["podSets"]] == [
+            {**indexes, "subGroupCount": 1}, {**indexes, "subGroupCount": 2},
+            {**indexes, "subGroupCount": 3, "required": "rack"},
+        ]  # fmt: skip
         name = workload["metadata"]["name"]
         await eventually(lambda: kueue.admit(api, name, namespace), what="admit (a conflict retried)")
         await eventually(lambda: _get(jobsets, "train", namespace), until=lambda j: j["spec"]["suspend"] is False,

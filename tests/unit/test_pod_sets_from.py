@@ -13,6 +13,7 @@ from multikueue.config import (
     CountOp,
     CountPath,
     GroupVersionKind,
+    Topology,
     parse_configuration,
     parse_count,
 )
@@ -130,3 +131,38 @@ dispatcher:
     found_b = found.model_copy(update={"pod_sets": found.pod_sets[1:]})
     del obj["spec"]["parallelism"]
     assert [p["count"] for p in workloads.pod_sets(obj, found_b)] == [2], "an explicit count is countPath's default"
+
+
+@pytest.mark.parametrize(
+    ("annotations", "expected"),
+    [
+        ({}, None),
+        ({"kueue.x-k8s.io/podset-required-topology": "rack"}, {"required": "rack"}),
+        ({"kueue.x-k8s.io/podset-required-topology": "rack", "kueue.x-k8s.io/podset-preferred-topology": "block"},
+         {"required": "rack"}),  # Kueue's order: required first
+        ({"kueue.x-k8s.io/podset-preferred-topology": "block", "kueue.x-k8s.io/podset-group-name": "g"},
+         {"preferred": "block", "podSetGroupName": "g"}),
+        ({"kueue.x-k8s.io/podset-unconstrained-topology": "true", "kueue.x-k8s.io/podset-group-name": "g"},
+         {"unconstrained": True}),  # a group name only with required or preferred
+        ({"kueue.x-k8s.io/podset-slice-required-topology": "host", "kueue.x-k8s.io/podset-slice-size": "4"},
+         {"podSetSliceRequiredTopology": "host", "podSetSliceSize": 4}),
+        ({"kueue.x-k8s.io/podset-slice-required-topology": "host"}, None),  # a slice needs its size
+    ],
+)  # fmt: skip
+def test_topology_requests_are_read_from_the_template_as_kueue_reads_them(
+    annotations: dict[str, str], expected: dict[str, Any] | None
+) -> None:
+    template = {"metadata": {"annotations": annotations}, "spec": TEMPLATE["spec"]}
+    assert workloads.topology_request(template, None, {}, "pod set p") == expected
+
+
+def test_index_labels_and_group_counts_come_from_the_configuration() -> None:
+    topology = Topology.model_validate({"podIndexLabel": "batch.kubernetes.io/job-completion-index",
+                                        "subGroupIndexLabel": "jobset.sigs.k8s.io/job-index",
+                                        "subGroupCount": ".replicas"})  # fmt: skip
+    request = workloads.topology_request(TEMPLATE, topology, {"replicas": 3}, "pod set p")
+    assert request == {"podIndexLabel": "batch.kubernetes.io/job-completion-index", "subGroupCount": 3,
+                       "subGroupIndexLabel": "jobset.sigs.k8s.io/job-index"}  # fmt: skip
+    bad = {"metadata": {"annotations": {"kueue.x-k8s.io/podset-unconstrained-topology": "maybe"}}}
+    with pytest.raises(workloads.InvalidObject, match="podset-unconstrained-topology must be a boolean"):
+        workloads.topology_request(bad, None, {}, "pod set p")
