@@ -337,6 +337,39 @@ async def test_a_jobset_gets_one_pod_set_per_replicated_job_with_kueues_counts_a
         assert _condition(ready, "PodsReady")["status"] == "True"
 
 
+RAYJOB = GroupVersionKind("ray.io", "v1", "RayJob")
+
+
+async def test_a_rayjob_gets_its_head_submitter_and_worker_groups_and_pods_ready_from_its_cluster_state(
+    manager_api: ApiClient, namespace: str
+) -> None:
+    """KubeRay's real RayJob CRD, with the lines docs/integration.md gives."""
+    api, rayjobs = manager_api, Objects(manager_api, Resource("ray.io", "v1", "rayjobs", "RayJob"))
+    await crds.install_crds(api, [crds.foreign_crd("RayJob")])
+    adapter = _recipe("RayJob, as Kueue's own RayJob integration shapes it")
+    pod = {"spec": {"containers": [{"name": "ray", "image": "rayproject/ray"}]}}
+    groups = [{"groupName": "small", "minReplicas": 0, "maxReplicas": 4, "replicas": 3, "template": pod},
+              {"groupName": "tpu", "minReplicas": 0, "maxReplicas": 2, "replicas": 2, "numOfHosts": 4,
+               "template": pod}]  # fmt: skip
+    body = {"apiVersion": "ray.io/v1", "kind": "RayJob",
+            "metadata": {"name": "ray", "labels": {QUEUE_NAME_LABEL: "user-queue"}},
+            "spec": {"suspend": True, "entrypoint": "python job.py", "submitterPodTemplate": pod,
+                     "rayClusterSpec": {"headGroupSpec": {"rayStartParams": {}, "template": pod},
+                                        "workerGroupSpecs": groups}}}  # fmt: skip
+    async with _running(api, _config(namespace, adapter)):
+        created = await rayjobs.create(body, namespace)
+        workload = await _workload(api, namespace, created, RAYJOB)
+        assert [(p["name"], p["count"]) for p in workload["spec"]["podSets"]] == [
+            ("head", 1), ("submitter", 1), ("small", 3), ("tpu", 8)]  # fmt: skip
+        name = workload["metadata"]["name"]
+        await eventually(lambda: kueue.admit(api, name, namespace), what="admit (a conflict retried)")
+        await eventually(lambda: _get(rayjobs, "ray", namespace), until=lambda r: r["spec"]["suspend"] is False,
+                         what="released on admission")  # fmt: skip
+        await rayjobs.patch_status("ray", {"status": {"rayClusterStatus": {"state": "ready"}}}, namespace)
+        await _workload(api, namespace, created, RAYJOB, what="PodsReady=True (Started) once its cluster is ready",
+                        until=lambda w: _condition(w, "PodsReady").get("reason") == "Started")  # fmt: skip
+
+
 async def test_a_users_own_hold_is_never_undone_and_bad_requests_are_said_on_the_object(
     manager_api: ApiClient, namespace: str
 ) -> None:
