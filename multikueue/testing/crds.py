@@ -88,9 +88,11 @@ TEKTON = ModuleSource(TEKTON_MODULE, TEKTON_VERSION)
 JOBSET = ModuleSource("sigs.k8s.io/jobset", "v0.10.1")
 KUBERAY = ModuleSource("github.com/ray-project/kuberay/ray-operator", "v1.4.2")
 ARGO_WORKFLOWS = ModuleSource("github.com/argoproj/argo-workflows/v3", "v3.7.4")
+MPI_OPERATOR = ModuleSource("github.com/kubeflow/mpi-operator", "v0.8.2")
 FOREIGN_CRD_FILES = {
     "JobSet": (JOBSET, "config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml"),
     "RayJob": (KUBERAY, "config/crd/bases/ray.io_rayjobs.yaml"),
+    "MPIJob": (MPI_OPERATOR, "manifests/base/kubeflow.org_mpijobs.yaml"),
     # Argo's default install: the minimal CRD (no schema, no /status subresource).
     "Workflow": (ARGO_WORKFLOWS, "manifests/base/crds/minimal/argoproj.io_workflows.yaml"),
 }

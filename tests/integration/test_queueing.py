@@ -370,6 +370,41 @@ async def test_a_rayjob_gets_its_head_submitter_and_worker_groups_and_pods_ready
                         until=lambda w: _condition(w, "PodsReady").get("reason") == "Started")  # fmt: skip
 
 
+MPIJOB = GroupVersionKind("kubeflow.org", "v2beta1", "MPIJob")
+
+
+async def test_an_mpijob_gets_launcher_and_worker_pod_sets_runs_on_admission_and_finishes(
+    manager_api: ApiClient, namespace: str
+) -> None:
+    """The MPI Operator's real MPIJob CRD, with the lines docs/integration.md gives."""
+    api, mpijobs = manager_api, Objects(manager_api, Resource("kubeflow.org", "v2beta1", "mpijobs", "MPIJob"))
+    await crds.install_crds(api, [crds.foreign_crd("MPIJob")])
+    adapter = _recipe("MPIJob (Kubeflow MPI Operator v2beta1), as Kueue's own MPIJob integration shapes it")
+    pod = {"spec": {"containers": [{"name": "mpi", "image": "mpioperator/mpi-pi"}]}}
+    body = {"apiVersion": "kubeflow.org/v2beta1", "kind": "MPIJob",
+            "metadata": {"name": "pi", "labels": {QUEUE_NAME_LABEL: "user-queue"}},
+            "spec": {"runPolicy": {"suspend": True},
+                     "mpiReplicaSpecs": {"Launcher": {"template": pod},
+                                         "Worker": {"replicas": 4, "template": pod}}}}  # fmt: skip
+    async with _running(api, _config(namespace, adapter)):
+        created = await mpijobs.create(body, namespace)
+        workload = await _workload(api, namespace, created, MPIJOB)
+        assert [(p["name"], p["count"], p["topologyRequest"]) for p in workload["spec"]["podSets"]] == [
+            ("launcher", 1, {"podIndexLabel": "training.kubeflow.org/replica-index"}),
+            ("worker", 4, {"podIndexLabel": "training.kubeflow.org/replica-index"}),
+        ]
+        name = workload["metadata"]["name"]
+        await eventually(lambda: kueue.admit(api, name, namespace), what="admit (a conflict retried)")
+        await eventually(lambda: _get(mpijobs, "pi", namespace), what="released on admission",
+                         until=lambda m: m["spec"]["runPolicy"]["suspend"] is False)  # fmt: skip
+        done = {"type": "Succeeded", "status": "True", "reason": "MPIJobSucceeded", "message": "done",
+                "lastTransitionTime": "2026-11-24T10:00:00Z", "lastUpdateTime": "2026-11-24T10:00:00Z"}  # fmt: skip
+        await mpijobs.patch_status("pi", {"status": {"conditions": [done]}}, namespace)
+        finished = await _workload(api, namespace, created, MPIJOB, what="the Workload finished with the MPIJob",
+                                   until=lambda w: _condition(w, "Finished").get("status") == "True")  # fmt: skip
+        assert _condition(finished, "Finished")["reason"] == "Succeeded"
+
+
 async def test_a_users_own_hold_is_never_undone_and_bad_requests_are_said_on_the_object(
     manager_api: ApiClient, namespace: str
 ) -> None:
