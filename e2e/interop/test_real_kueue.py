@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, Literal
 
+import anyio
 import pytest
 import yaml
 from kubernetes_asyncio import client as k8s_client
@@ -216,10 +217,24 @@ async def test_a_cancel_on_the_manager_cancels_the_run_on_its_worker(
     await eventually(lambda: _get(clients["manager"], PIPELINERUNS, "stop-me", namespace),
                      until=lambda r: _condition(r, "Succeeded").get("reason") == "Running", timeout=90,
                      what="Tekton running it, mirrored to the manager")  # fmt: skip
-    await Objects(clients["manager"], PIPELINERUNS).patch("stop-me", {"spec": {"status": "Cancelled"}}, namespace)
-    await eventually(lambda: _get(clients[worker], PIPELINERUNS, "stop-me", namespace),
-                     until=lambda r: (r or {}).get("spec", {}).get("status") == "Cancelled", timeout=60,
-                     what="Cancelled carried to the worker's copy")  # fmt: skip
+    copies = Objects(clients[worker], PIPELINERUNS)
+    # The copy is short-lived once cancelled (the run ends and it is cleaned up within a second on a quiet bed), so
+    # every version of it is read from a watch rather than polled.
+    since = (await copies.source(namespace=namespace).list(limit=1, continue_token=None))["metadata"]["resourceVersion"]
+    carried = anyio.Event()
+
+    async def watch_the_copy() -> None:
+        async for event in copies.source(namespace=namespace).watch(resource_version=since, timeout_seconds=90):
+            obj = event["object"]
+            if obj.get("metadata", {}).get("name") == "stop-me" and obj.get("spec", {}).get("status") == "Cancelled":
+                carried.set()
+                return
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(watch_the_copy)
+        await Objects(clients["manager"], PIPELINERUNS).patch("stop-me", {"spec": {"status": "Cancelled"}}, namespace)
+        with anyio.fail_after(60):
+            await carried.wait()  # Cancelled carried to the worker's copy
     cancelled = await eventually(lambda: _get(clients["manager"], PIPELINERUNS, "stop-me", namespace),
                                  until=lambda r: _condition(r, "Succeeded").get("reason") == "Cancelled", timeout=90,
                                  what="Tekton's Cancelled on the manager object")  # fmt: skip
@@ -228,6 +243,8 @@ async def test_a_cancel_on_the_manager_cancels_the_run_on_its_worker(
                                 until=lambda w: _condition(w, "Finished").get("status") == "True", timeout=90,
                                 what="the manager Workload finished")  # fmt: skip
     assert _condition(finished, "Finished")["reason"] == "Failed"
+    await eventually(lambda: _get(clients[worker], PIPELINERUNS, "stop-me", namespace), until=lambda r: r is None,
+                     timeout=90, what=f"the cancelled copy cleaned up on {worker}")  # fmt: skip
 
 
 PRIORITY_CLASSES = Resource("kueue.x-k8s.io", "v1beta2", "workloadpriorityclasses", "WorkloadPriorityClass",
