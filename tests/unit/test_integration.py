@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import base64
 import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from multikueue.config import Adapter, ConfigError, GroupVersionKind, parse_configuration
 from multikueue.integration import workloads
@@ -290,3 +292,19 @@ def test_the_shipped_example_parses_and_makes_tekton_kueues_workload() -> None:
                                                                                           "dummy")  # fmt: skip
     assert container["resources"]["requests"] == {"tekton.dev/pipelineruns": "1", "cpu": "1"}
     assert config.dispatcher.webhook is not None
+
+
+def test_the_readmes_integration_lines_parse_and_count_as_kueue_counts_a_job() -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    lines = readme.split("For a Job-like kind", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
+    widget = GroupVersionKind("examples.multikueue.x-k8s.io", "v1", "Widget")
+    document = {"multiKueue": {"externalFrameworks": [{"name": "Widget.v1.examples.multikueue.x-k8s.io"}]},
+                "dispatcher": {"adapters": [{"name": "Widget.v1.examples.multikueue.x-k8s.io",
+                                             **yaml.safe_load(lines)}]}}  # fmt: skip
+    integration = parse_configuration(yaml.safe_dump(document)).adapter(widget).integration
+    assert integration is not None
+    template = {"spec": {"containers": [{"name": "c", "image": "i"}]}}
+    counts = [({"parallelism": 4, "completions": 3}, 3), ({"parallelism": 4}, 4), ({"completions": 5}, 1), ({}, 1)]
+    for spec, expected in counts:
+        [pod_set] = workloads.pod_sets({"metadata": {"name": "w"}, "spec": {**spec, "template": template}}, integration)
+        assert pod_set["count"] == expected, spec
