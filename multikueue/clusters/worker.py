@@ -61,6 +61,16 @@ class Worker:
         informer = self._connection.objects.get(gvk)
         return informer.get(key) if informer is not None else None
 
+    def holds(self, gvk: GroupVersionKind, key: ObjectKey) -> bool | None:
+        """Whether this manager's copy of the object is there; ``None`` while its cache of the kind has not listed
+        yet (a moment after connecting). A kind not discovered there has no cache: no copy is known there."""
+        informer = self._connection.objects.get(gvk)
+        if informer is None:
+            return False
+        if not informer.synced.is_set():
+            return None
+        return informer.get(key) is not None
+
     def copies(self, gvk: GroupVersionKind) -> list[Object]:
         informer = self._connection.objects.get(gvk)
         return informer.items() if informer is not None else []

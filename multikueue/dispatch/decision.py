@@ -39,6 +39,8 @@ class Group:
     connected: tuple[str, ...]  # those connected now, in the same order
     worker_copies: Mapping[str, Object]  # the copy on each connected worker that has one
     serving: Mapping[str, bool | None] = field(default_factory=dict)  # worker serves the kind (None: unknown yet)
+    # Whether each connected worker holds the run's object copy (None: its cache has not listed the kind yet).
+    holding: Mapping[str, bool | None] = field(default_factory=dict)
     lost_since: Mapping[str, float | None] = field(default_factory=dict)  # when each unconnected worker dropped
     now: float = 0.0
     lost_timeout: float = 900.0
@@ -187,6 +189,8 @@ def _stale_copy(group: Group) -> Step | None:
 
 def _winner(group: Group) -> Step | None:
     winner = _the_winner(group)
+    if winner is UNKNOWN:
+        return Wait(HOLDING_UNKNOWN_RECHECK)
     if winner is not None:
         losers = tuple(c for c in group.connected if c != winner and c in group.worker_copies)
         return RunOnWinner(winner, losers, deactivate=wl.is_true(group.workload, wl.EVICTED))
@@ -210,8 +214,27 @@ def _the_winner(group: Group) -> str | None:
     if recorded:
         copy = group.worker_copies.get(recorded)
         return recorded if copy is not None and wl.is_true(copy, wl.ADMITTED) else None
-    admitted = wl.earliest_true(dict(group.worker_copies), wl.ADMITTED)
-    return admitted[0] if admitted is not None else None
+    admitted = {c: w for c, w in group.worker_copies.items() if wl.is_true(w, wl.ADMITTED)}
+    if not admitted:
+        return None
+    # The object is created on the winner before the winner is recorded (Kueue's order): a replica that took over
+    # in between finds it there, and that worker is the winner, not an earlier admission elsewhere.
+    holding = {c: w for c, w in admitted.items() if group.holding.get(c)}
+    if holding:
+        return _earliest(holding)
+    if any(group.holding.get(c, False) is None for c in admitted):
+        return UNKNOWN  # a worker's objects not listed yet: it may hold the run
+    return _earliest(admitted)
+
+
+UNKNOWN = "\x00unknown"
+"""``_the_winner``: cannot tell yet (a connected worker's objects are not listed)."""
+HOLDING_UNKNOWN_RECHECK = 1.0
+
+
+def _earliest(copies: Mapping[str, Object]) -> str | None:
+    found = wl.earliest_true(dict(copies), wl.ADMITTED)
+    return found[0] if found is not None else None
 
 
 def _nominate(group: Group) -> Step:

@@ -203,7 +203,7 @@ class WorkloadReconciler:
         late = self.writes.take_failures(key)  # writes of earlier passes that ended in the background
         if adapter.options.worker_events and not wl.is_true(workload, wl.FINISHED):
             await self._surface_worker_news(workload, adapter, job, connected, present)
-        group = self._group(workload, check_name, adapter, clusters, connected, present)
+        group = self._group(workload, check_name, adapter, ObjectKey.of(job), clusters, connected, present)
         work = _Pass(workload, check_name, group.state, adapter, job, connected, present, late)
         return await self._carry_out(decision.decide(group), work)
 
@@ -212,6 +212,7 @@ class WorkloadReconciler:
         workload: Object,
         check_name: str,
         adapter: GenericAdapter,
+        job_key: ObjectKey,
         clusters: list[str],
         connected: dict[str, Worker],
         present: dict[str, Object],
@@ -224,6 +225,7 @@ class WorkloadReconciler:
             workload=workload, check=check_name, clusters=tuple(clusters), connected=tuple(connected),
             worker_copies=present,
             serving={c: worker.serves(adapter.gvk) for c, worker in connected.items()},
+            holding={c: worker.holds(adapter.gvk, job_key) for c, worker in connected.items()},
             lost_since={c: connections[c].lost_since for c in clusters
                         if c not in connected and c in connections},
             now=self.clock(), lost_timeout=config.worker_lost_timeout, dispatcher=config.dispatcher_name,

@@ -151,6 +151,39 @@ CASES: list[tuple[str, d.Group, d.Step]] = [
         d.RunOnWinner("w2", ("w1",), deactivate=False),
     ),
     (
+        "nothing recorded yet, but the object is already on a worker: that worker wins, not an earlier admission",
+        group(
+            workload(RESERVED),
+            {
+                "w1": copy_(cond("Admitted", at="2026-01-01T00:00:05Z")),
+                "w2": copy_(cond("Admitted", at="2026-01-01T00:00:02Z")),
+            },
+            holding={"w1": True, "w2": False},
+        ),
+        d.RunOnWinner("w1", ("w2",), deactivate=False),
+    ),
+    (
+        "nothing recorded, and a worker's objects not listed yet: no winner chosen until they are",
+        group(
+            workload(RESERVED),
+            {
+                "w1": copy_(cond("Admitted", at="2026-01-01T00:00:05Z")),
+                "w2": copy_(cond("Admitted", at="2026-01-01T00:00:02Z")),
+            },
+            holding={"w1": None, "w2": False},
+        ),
+        d.Wait(d.HOLDING_UNKNOWN_RECHECK),
+    ),
+    (
+        "an object on a worker whose copy is not admitted does not make it the winner",
+        group(
+            workload(RESERVED),
+            {"w1": copy_(), "w2": copy_(cond("Admitted", at="2026-01-01T00:00:02Z"))},
+            holding={"w1": True, "w2": False},
+        ),
+        d.RunOnWinner("w2", ("w1",), deactivate=False),
+    ),
+    (
         "the recorded worker stays the winner, even if another admitted earlier",
         group(
             workload(RESERVED, state="Ready", cluster="w2"),
