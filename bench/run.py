@@ -96,9 +96,8 @@ class Dispatcher:
         if traced is not None:  # python -m bench.traced OUT run ...: the same command under tracemalloc
             self.argv[1:3] = ["-m", "bench.traced", str(traced.resolve())]
         self.log = workdir / "dispatcher.log"
-        # From another checkout: its directory first on the path (``-m`` puts the working directory there).
+        # From another checkout: started there, as ``-m`` puts the working directory first on the import path.
         self.cwd = None if source is None else source.resolve()
-        self.env = None if source is None else {**os.environ, "PYTHONPATH": str(source.resolve())}
         self.process: subprocess.Popen[bytes] | None = None
         self.cpu_before_restarts = 0.0
         self.peak_rss = 0
@@ -106,7 +105,7 @@ class Dispatcher:
     def start(self) -> None:
         Dispatcher.started.append(self)
         with self.log.open("ab") as log:
-            self.process = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, env=self.env, cwd=self.cwd)
+            self.process = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.cwd)
 
     def cpu_seconds(self) -> float:
         assert self.process is not None

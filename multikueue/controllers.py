@@ -362,8 +362,7 @@ class Controllers:
         for name, (resource, handler) in shared.items():
             informers[name] = self.informers.of(resource)
             informers[name].add_handler(handler)
-        for index, values in owners.INDEXES.items():
-            informers["workloads"].add_index(index, values)
+        informers["workloads"].add_indexes(owners.INDEXES)
         namespace = self.config.dispatcher.namespace  # the kubeconfig Secrets: only this namespace's, not shared
         informers["secrets"] = Informer(core.secret_source(self.api, namespace), on_event=self._on_secret)
         return informers

@@ -19,17 +19,18 @@ BY_OWNER_NAME = "controller-owner-name"
 once the owner is deleted and its UID no longer known."""
 
 
-def _controllers(obj: Object) -> list[dict[str, Any]]:
+def controller_refs(obj: Object) -> list[dict[str, Any]]:
+    """The owner references marked ``controller`` (a Workload has at most one)."""
     return [ref for ref in obj["metadata"].get("ownerReferences") or [] if ref.get("controller")]
 
 
 def owner_uids(obj: Object) -> list[str]:
-    return [str(ref.get("uid", "")) for ref in _controllers(obj)]
+    return [str(ref.get("uid", "")) for ref in controller_refs(obj)]
 
 
 def owner_names(obj: Object) -> list[tuple[str, str, str]]:
     namespace = obj["metadata"].get("namespace", "")
-    return [(namespace, str(ref.get("kind", "")), str(ref.get("name", ""))) for ref in _controllers(obj)]
+    return [(namespace, str(ref.get("kind", "")), str(ref.get("name", ""))) for ref in controller_refs(obj)]
 
 
 INDEXES: dict[str, Callable[[Object], Iterable[Hashable]]] = {BY_OWNER_UID: owner_uids, BY_OWNER_NAME: owner_names}

@@ -188,9 +188,9 @@ def _stale_copy(group: Group) -> Step | None:
 
 
 def _winner(group: Group) -> Step | None:
-    winner = _the_winner(group)
-    if winner is UNKNOWN:
+    if _holder_unknown(group):
         return Wait(HOLDING_UNKNOWN_RECHECK)
+    winner = _the_winner(group)
     if winner is not None:
         losers = tuple(c for c in group.connected if c != winner and c in group.worker_copies)
         return RunOnWinner(winner, losers, deactivate=wl.is_true(group.workload, wl.EVICTED))
@@ -214,27 +214,28 @@ def _the_winner(group: Group) -> str | None:
     if recorded:
         copy = group.worker_copies.get(recorded)
         return recorded if copy is not None and wl.is_true(copy, wl.ADMITTED) else None
-    admitted = {c: w for c, w in group.worker_copies.items() if wl.is_true(w, wl.ADMITTED)}
-    if not admitted:
-        return None
     # The object is created on the winner before the winner is recorded (Kueue's order): a replica that took over
     # in between finds it there, and that worker is the winner, not an earlier admission elsewhere.
+    admitted = _admitted(group)
     holding = {c: w for c, w in admitted.items() if group.holding.get(c)}
-    if holding:
-        return _earliest(holding)
-    if any(group.holding.get(c, False) is None for c in admitted):
-        return UNKNOWN  # a worker's objects not listed yet: it may hold the run
-    return _earliest(admitted)
+    found = wl.earliest_true(holding or admitted, wl.ADMITTED)
+    return found[0] if found is not None else None
 
 
-UNKNOWN = "\x00unknown"
-"""``_the_winner``: cannot tell yet (a connected worker's objects are not listed)."""
 HOLDING_UNKNOWN_RECHECK = 1.0
 
 
-def _earliest(copies: Mapping[str, Object]) -> str | None:
-    found = wl.earliest_true(dict(copies), wl.ADMITTED)
-    return found[0] if found is not None else None
+def _admitted(group: Group) -> dict[str, Object]:
+    return {c: w for c, w in group.worker_copies.items() if wl.is_true(w, wl.ADMITTED)}
+
+
+def _holder_unknown(group: Group) -> bool:
+    """No winner recorded, none of the admitting workers known to hold the run's object, and one of them not
+    listed yet (a moment after connecting): it may hold it, so no winner is chosen until it is."""
+    if group.status.get("clusterName"):
+        return False
+    holding = [group.holding.get(c, False) for c in _admitted(group)]
+    return not any(holding) and any(h is None for h in holding)
 
 
 def _nominate(group: Group) -> Step:

@@ -62,11 +62,10 @@ class IntegrationReconciler:
         keys: list[Key] = []
         if kind != DELETED and (waiting := self._awaiting.pop(key, None)) is not None:
             keys.append(waiting)  # the copy that was waiting for this prebuilt Workload: at once, not at the recheck
-        for ref in workload["metadata"].get("ownerReferences") or []:
-            if ref.get("controller"):
-                api_group = ref.get("apiVersion", "").split("/")[0]
-                owned = ObjectKey(key.namespace, ref.get("name", ""))
-                keys.extend((g, owned) for g in self.kinds if (g.kind, g.group) == (ref.get("kind", ""), api_group))
+        for ref in owners.controller_refs(workload):
+            api_group = ref.get("apiVersion", "").split("/")[0]
+            owned = ObjectKey(key.namespace, ref.get("name", ""))
+            keys.extend((g, owned) for g in self.kinds if (g.kind, g.group) == (ref.get("kind", ""), api_group))
         return keys
 
     def _owned_by(self, gvk: GroupVersionKind, key: ObjectKey) -> list[ObjectKey]:
@@ -260,8 +259,7 @@ class IntegrationController:
                     controller.enqueue(key)
 
         workload_informer = self.informers.of(WORKLOADS)
-        for name, values in owners.INDEXES.items():
-            workload_informer.add_index(name, values)
+        workload_informer.add_indexes(owners.INDEXES)
         self.reconciler = IntegrationReconciler(self.config, self.api, kinds, workload_informer)
         workload_informer.add_handler(on_workload)
         async with anyio.create_task_group() as tg:

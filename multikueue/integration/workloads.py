@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
-from multikueue import jsonpaths
+from multikueue import jsonpaths, owners
 from multikueue.config import (
     DNS_LABEL,
     CountConst,
@@ -262,10 +262,8 @@ def owner_reference(obj: Object, gvk: GroupVersionKind) -> Object:
 
 
 def controller_uid(workload: Object) -> str | None:
-    for ref in workload["metadata"].get("ownerReferences") or []:
-        if ref.get("controller"):
-            return str(ref.get("uid"))
-    return None
+    uids = owners.owner_uids(workload)
+    return uids[0] if uids else None
 
 
 def _canonical(pod_set: Object) -> tuple[Any, ...]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import random
 import sys
 import time
-from collections.abc import AsyncIterator, Callable, Hashable, Iterable
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -140,6 +140,10 @@ class Informer:
         for key, obj in self.store.items():
             for value in values(obj):
                 index.setdefault(value, set()).add(key)
+
+    def add_indexes(self, indexes: Mapping[str, IndexFunction]) -> None:
+        for name, values in indexes.items():
+            self.add_index(name, values)
 
     def by_index(self, name: str, value: Hashable) -> list[ObjectKey]:
         """The keys of the cached objects found under ``value`` in index ``name``, sorted."""

@@ -7,6 +7,7 @@ admission-check states), so the dispatcher sees exactly what it would see beside
 from __future__ import annotations
 
 import base64
+from collections.abc import Callable
 from typing import Any
 
 import yaml
@@ -79,27 +80,31 @@ def workload_for(owner: Object, *, name: str | None = None, queue: str = "user-q
     }
 
 
-async def _patch_status(api: ApiClient, name: str, namespace: str, change: Any) -> Object:
-    """Read, change, write back with the resourceVersion (a conflict is retried by the caller's poll)."""
+async def _patch_status(api: ApiClient, name: str, namespace: str, change: Callable[[Object], Object]) -> Object:
+    """Read, change (the Workload in, its new status out), write back with the resourceVersion (a conflict is
+    retried by the caller's poll)."""
     workloads = Objects(api, WORKLOADS)
     current = await workloads.get(name, namespace)
     if current is None:
         raise LookupError(f"Workload {namespace}/{name} not found")
-    status = change({**(current.get("status") or {}), "_podSets": (current.get("spec") or {}).get("podSets") or []})
-    status.pop("_podSets", None)
+    status = change(current)
     patch = {"metadata": {"resourceVersion": current["metadata"]["resourceVersion"]}, "status": status}
     return await workloads.patch_status(name, patch, namespace)
 
 
-def _reserved(status: Object, queue: str) -> Object:
+def _status(workload: Object) -> Object:
+    return dict(workload.get("status") or {})
+
+
+def _reserved(workload: Object, queue: str) -> Object:
     """Status fields of a quota reservation in ``queue``: the condition and the admission."""
     condition = {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
                  "message": f"Quota reserved in ClusterQueue {queue}"}  # fmt: skip
-    # One assignment per pod set, as Kueue's API requires (the Workload's pod sets ride along under "_podSets").
-    pod_sets = status.get("_podSets") or [{"name": "main", "count": 1}]
+    # One assignment per pod set, as Kueue's API requires.
+    pod_sets = (workload.get("spec") or {}).get("podSets") or [{"name": "main", "count": 1}]
     assignments = [{"name": p["name"], "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "1"},
                     "count": p.get("count", 1)} for p in pod_sets]  # fmt: skip
-    rows = set_condition(status.get("conditions"), condition)
+    rows = set_condition(_status(workload).get("conditions"), condition)
     evicted = next((c for c in rows if c.get("type") == "Evicted"), None)
     if evicted is not None and evicted.get("status") == "True":  # Kueue's SetQuotaReservation resets it
         rows = set_condition(rows, {"type": "Evicted", "status": "False", "reason": "QuotaReserved",
@@ -114,9 +119,9 @@ async def reserve_quota(api: ApiClient, name: str, namespace: str, *, checks: li
     """The manager's scheduler reserving quota: QuotaReserved, admission, and each admission check Pending."""
     now = now_rfc3339()
 
-    def change(status: Object) -> Object:
+    def change(workload: Object) -> Object:
         pending = [{"name": c, "state": "Pending", "message": "", "lastTransitionTime": now} for c in checks]
-        return {**_reserved(status, queue), "admissionChecks": pending}
+        return {**_reserved(workload, queue), "admissionChecks": pending}
 
     return await _patch_status(api, name, namespace, change)
 
@@ -124,9 +129,9 @@ async def reserve_quota(api: ApiClient, name: str, namespace: str, *, checks: li
 async def pending(api: ApiClient, name: str, namespace: str, message: str) -> Object:
     """Kueue's scheduler failing to fit a Workload: QuotaReserved=False, reason Pending, with its explanation."""
 
-    def change(status: Object) -> Object:
+    def change(workload: Object) -> Object:
         condition = {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": message}
-        return {"conditions": set_condition(status.get("conditions"), condition)}
+        return {"conditions": set_condition(_status(workload).get("conditions"), condition)}
 
     return await _patch_status(api, name, namespace, change)
 
@@ -134,8 +139,8 @@ async def pending(api: ApiClient, name: str, namespace: str, message: str) -> Ob
 async def admit(api: ApiClient, name: str, namespace: str, *, queue: str = "cq") -> Object:
     """A worker's Kueue admitting its copy (no checks there): QuotaReserved, then Admitted."""
 
-    def change(status: Object) -> Object:
-        reserved = _reserved(status, queue)
+    def change(workload: Object) -> Object:
+        reserved = _reserved(workload, queue)
         admitted = {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "The workload is admitted"}
         return {**reserved, "conditions": set_condition(reserved["conditions"], admitted)}
 
@@ -145,17 +150,17 @@ async def admit(api: ApiClient, name: str, namespace: str, *, queue: str = "cq")
 async def finish(api: ApiClient, name: str, namespace: str, *, reason: str = "Succeeded", message: str = "") -> Object:
     """A worker's Kueue marking its copy Finished (what a job integration does when the job completes)."""
 
-    def change(status: Object) -> Object:
+    def change(workload: Object) -> Object:
         condition = {"type": "Finished", "status": "True", "reason": reason, "message": message or reason}
-        return {"conditions": set_condition(status.get("conditions"), condition)}
+        return {"conditions": set_condition(_status(workload).get("conditions"), condition)}
 
     return await _patch_status(api, name, namespace, change)
 
 
 async def evict(api: ApiClient, name: str, namespace: str, *, reason: str = "Preempted", message: str = "") -> Object:
-    def change(status: Object) -> Object:
+    def change(workload: Object) -> Object:
         condition = {"type": "Evicted", "status": "True", "reason": reason, "message": message or reason}
-        return {"conditions": set_condition(status.get("conditions"), condition)}
+        return {"conditions": set_condition(_status(workload).get("conditions"), condition)}
 
     return await _patch_status(api, name, namespace, change)
 

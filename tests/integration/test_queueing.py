@@ -518,8 +518,7 @@ async def test_a_workload_seen_before_its_object_is_cached_is_not_taken_for_an_o
                            namespace)  # fmt: skip
     config = parse_configuration(_config(namespace, TEKTON_ADAPTER))
     workload_informer = Informer(workloads.source(namespace=namespace))
-    for index, values in owners.INDEXES.items():
-        workload_informer.add_index(index, values)
+    workload_informer.add_indexes(owners.INDEXES)
     not_cached = Informer(runs.source(namespace=namespace))  # never run: the object's event has not come yet
     reconciler = IntegrationReconciler(config, manager_api, {PR: (not_cached, runs.resource)}, workload_informer)
     async with anyio.create_task_group() as tg:
