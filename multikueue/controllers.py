@@ -313,7 +313,9 @@ class Controllers:
     def _new_generation(self) -> None:
         """Fresh controllers and per-configuration state; the reconcilers come once the task group exists."""
         concurrency = self.config.dispatcher.concurrency
-        self.cluster_controller = Controller("multikueue_cluster", self._reconcile_cluster, observe=self.metrics)
+        # Several workers connect side by side: one that hangs does not hold back the others' first connection.
+        self.cluster_controller = Controller("multikueue_cluster", self._reconcile_cluster, concurrency=concurrency,
+                                             observe=self.metrics)  # fmt: skip
         self.workload_controller = Controller("multikueue_workload", self._reconcile_workload,
                                               concurrency=concurrency, observe=self.metrics)  # fmt: skip
         self.direct_controller = Controller("multikueue_direct", self._reconcile_direct, concurrency=concurrency,
@@ -383,6 +385,7 @@ class Controllers:
             config, api, self.manager_workloads, checks, configs, self._connections,
             self.manager_resources,  # others are discovered on first use
             self.metrics, owners=self.owners, enqueue=self.workload_controller.enqueue,
+            settled=self.cluster_reconciler.settled,
         )  # fmt: skip
         tg.start_soon(self.workload_reconciler.writes.run)
         self.direct_reconciler = DirectReconciler(config, api, self.direct_kinds, clusters, self._connections,

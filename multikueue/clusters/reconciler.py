@@ -76,13 +76,27 @@ class ClusterReconciler:
         self.temp_dir = temp_dir
         self.metrics = metrics
         self.connections: dict[str, WorkerConnection] = {}
+        self.tried: set[str] = set()  # clusters a pass has looked at (and so tried to connect to) in this process
         # Kubeconfigs refused for leading to another cluster: (current, refused fingerprint, recorded identity) and why
         self.refused: dict[str, tuple[tuple[str, str, str | None], tuple[str, str]]] = {}
 
     def clusters_using_secret(self, secret_name: str) -> list[str]:
         return [c["metadata"]["name"] for c in self.clusters.items() if kubeconfig_secret_name(c) == secret_name]
 
+    def settled(self, name: str) -> bool:
+        """Whether the cluster's state is known: it was tried (connected or not), or there is no such cluster. A
+        replica that just took over must not read "not connected yet" as "holds nothing"."""
+        if not self.clusters.synced.is_set():
+            return False
+        return name in self.tried or self.clusters.get(ObjectKey("", name)) is None
+
     async def reconcile(self, name: str) -> Result:
+        try:
+            return await self._reconcile(name)
+        finally:
+            self.tried.add(name)
+
+    async def _reconcile(self, name: str) -> Result:
         cluster = self.clusters.get(ObjectKey("", name))
         if cluster is None or cluster["metadata"].get("deletionTimestamp"):
             await self.drop(name)

@@ -41,6 +41,9 @@ class Group:
     serving: Mapping[str, bool | None] = field(default_factory=dict)  # worker serves the kind (None: unknown yet)
     # Whether each connected worker holds the run's object copy (None: its cache has not listed the kind yet).
     holding: Mapping[str, bool | None] = field(default_factory=dict)
+    # The check's workers not connected whose first connection attempt in this process has not ended: they may
+    # hold the run (a replica that took over connects to them one by one).
+    settling: tuple[str, ...] = ()
     lost_since: Mapping[str, float | None] = field(default_factory=dict)  # when each unconnected worker dropped
     now: float = 0.0
     lost_timeout: float = 900.0
@@ -231,11 +234,15 @@ def _admitted(group: Group) -> dict[str, Object]:
 
 def _holder_unknown(group: Group) -> bool:
     """No winner recorded, none of the admitting workers known to hold the run's object, and one of them not
-    listed yet (a moment after connecting): it may hold it, so no winner is chosen until it is."""
+    listed yet (a moment after connecting), or a worker of the check not tried yet (a moment after starting): it
+    may hold it, so no winner is chosen until it is known."""
     if group.status.get("clusterName"):
         return False
-    holding = [group.holding.get(c, False) for c in _admitted(group)]
-    return not any(holding) and any(h is None for h in holding)
+    admitted = _admitted(group)
+    holding = [group.holding.get(c, False) for c in admitted]
+    if any(holding):
+        return False
+    return any(h is None for h in holding) or bool(admitted and group.settling)
 
 
 def _nominate(group: Group) -> Step:

@@ -83,8 +83,10 @@ class WorkloadReconciler:
         owners: dict[GroupVersionKind, Informer] | None = None,
         enqueue: Callable[[ObjectKey], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        settled: Callable[[str], bool] = lambda _: True,
     ) -> None:
         self.config = config
+        self.settled = settled  # whether a worker's first connection attempt here has ended
         self.clock = clock  # monotonic seconds: worker-lost and incremental-round timing
         self.api = api
         self.workloads = workloads
@@ -226,6 +228,7 @@ class WorkloadReconciler:
             worker_copies=present,
             serving={c: worker.serves(adapter.gvk) for c, worker in connected.items()},
             holding={c: worker.holds(adapter.gvk, job_key) for c, worker in connected.items()},
+            settling=tuple(c for c in clusters if c not in connected and not self.settled(c)),
             lost_since={c: connections[c].lost_since for c in clusters
                         if c not in connected and c in connections},
             now=self.clock(), lost_timeout=config.worker_lost_timeout, dispatcher=config.dispatcher_name,

@@ -145,6 +145,10 @@ class WorkQueue(Generic[K]):
     def is_processing(self, key: K) -> bool:
         return key in self._processing
 
+    def is_delayed(self, key: K) -> bool:
+        """Whether the key is due again later (a pass asked to look again after a while)."""
+        return key in self._delay_of
+
     # --------------------------------------------------------------------------------------- internals
 
     def _wake(self) -> None:

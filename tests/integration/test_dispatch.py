@@ -10,6 +10,7 @@ import pytest
 
 from multikueue.kube.resources import Objects, Resource
 from multikueue.labels import PREBUILT_WORKLOAD
+from multikueue.runtime.informer import ObjectKey
 from multikueue.testing import kueue
 from multikueue.testing.objects import pipelinerun, running_status
 from multikueue.testing.waiting import eventually, wait_until
@@ -354,6 +355,62 @@ async def test_a_controller_killed_mid_dispatch_neither_duplicates_nor_loses_the
                 with anyio.fail_after(30):
                     await process.wait()
         log.close()
+
+
+@pytest.mark.parametrize(
+    "multikueue_config",
+    ["multiKueue: {gcInterval: 2s, workerLostTimeout: 10s}\ndispatcher: {workerClient: {timeout: 20s}}"],
+)
+async def test_a_replica_taking_over_waits_for_a_slow_worker_that_may_hold_the_run(scenario: Scenario) -> None:
+    """The run's object is created on the winner before the winner is recorded (Kueue's order). A replica that
+    takes over in between connects to the workers one by one: while the worker holding the run has not answered
+    yet, another worker's admitted copy must not win (that ran the run twice in the kind e2e)."""
+    s = scenario
+    _, workload = await s.submit("held")
+    wl_name = workload["metadata"]["name"]
+    await s.copied(wl_name)
+    await kueue.admit(s.api["worker1"], wl_name, s.namespace)
+    await s.check_state(wl_name, state="Ready", message=f'The workload was admitted on "{s.names["worker1"]}"')
+    held = await s.wait(s.runs("worker1"), "held", lambda r: r is not None, "PipelineRun on worker1")
+    s.stop_manager()
+
+    # What a replica killed between the create and the record leaves: the run on worker1, nothing recorded, and
+    # worker2's copy (not yet removed as the loser's) admitted too.
+    worker1_copy = await s.get(s.workloads("worker1"), wl_name)
+    meta = worker1_copy["metadata"]
+    await s.workloads("worker2").create(
+        {
+            "apiVersion": worker1_copy["apiVersion"], "kind": worker1_copy["kind"], "spec": worker1_copy["spec"],
+            "metadata": {"name": wl_name, "labels": meta.get("labels"), "annotations": meta.get("annotations")},
+        },
+        s.namespace,
+    )  # fmt: skip
+    await kueue.admit(s.api["worker2"], wl_name, s.namespace)
+    manager_wl = await s.get(s.workloads("manager"), wl_name)
+    checks = [
+        {**c, "state": "Pending", "message": ""} if c["name"] == s.names["check"] else c
+        for c in manager_wl["status"]["admissionChecks"]
+    ]
+    nominated = [s.names["worker1"], s.names["worker2"]]
+    await s.workloads("manager").patch_status(
+        wl_name,
+        {"status": {"admissionChecks": checks, "clusterName": None, "nominatedClusterNames": nominated}},
+        s.namespace,
+    )
+
+    s.bed.pause_apiserver("worker1")  # worker1 answers nothing: the new replica's first try to connect hangs
+    try:
+        await s.start_manager(wait_for=("worker2",))
+        assert s.manager is not None
+        queue = s.manager.workload_controller.queue
+        key = ObjectKey(s.namespace, wl_name)
+        await wait_until(lambda: queue.is_delayed(key), what="the Workload looked at, and looked at again later")
+    finally:
+        s.bed.resume_apiserver("worker1")
+    await s.check_state(wl_name, state="Ready", message=f'The workload was admitted on "{s.names["worker1"]}"')
+    await s.wait(s.workloads("worker2"), wl_name, lambda w: w is None, "the loser's copy removed from worker2")
+    assert (await s.get(s.runs("worker1"), "held"))["metadata"]["uid"] == held["metadata"]["uid"], "run recreated"
+    assert await s.runs("worker2").get("held", s.namespace) is None
 
 
 @pytest.mark.parametrize(

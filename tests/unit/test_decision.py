@@ -175,6 +175,40 @@ CASES: list[tuple[str, d.Group, d.Step]] = [
         d.Wait(d.HOLDING_UNKNOWN_RECHECK),
     ),
     (
+        "nothing recorded, and a worker not tried yet (a replica just took over): it may hold the run, no winner yet",
+        group(
+            workload(RESERVED),
+            {"w2": copy_(cond("Admitted", at="2026-01-01T00:00:02Z"))},
+            connected=("w2",),
+            holding={"w2": False},
+            settling=("w1",),
+            lost_since={"w1": 990.0},
+        ),
+        d.Wait(d.HOLDING_UNKNOWN_RECHECK),
+    ),
+    (
+        "nothing recorded, and the other worker tried and lost: the connected worker that admitted wins",
+        group(
+            workload(RESERVED),
+            {"w2": copy_(cond("Admitted", at="2026-01-01T00:00:02Z"))},
+            connected=("w2",),
+            holding={"w2": False},
+            lost_since={"w1": 990.0},
+        ),
+        d.RunOnWinner("w2", (), deactivate=False),
+    ),
+    (
+        "a worker not tried yet does not hold back one already known to hold the run",
+        group(
+            workload(RESERVED),
+            {"w2": copy_(cond("Admitted", at="2026-01-01T00:00:02Z"))},
+            connected=("w2",),
+            holding={"w2": True},
+            settling=("w1",),
+        ),
+        d.RunOnWinner("w2", (), deactivate=False),
+    ),
+    (
         "an object on a worker whose copy is not admitted does not make it the winner",
         group(
             workload(RESERVED),

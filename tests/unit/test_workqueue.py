@@ -53,8 +53,11 @@ async def test_add_after_keeps_the_earliest_delay() -> None:
     q.add_after("a", 5)
     q.add_after("a", 30)
     assert q.delayed == 1
+    assert q.is_delayed("a")
+    assert not q.is_delayed("b")
     clock.now += 5
     assert await q.get() == "a"
+    assert not q.is_delayed("a")
     q.done("a")
     clock.now += 100  # the superseded 10 s and 30 s entries do not fire again
     with anyio.move_on_after(0.05) as scope:
