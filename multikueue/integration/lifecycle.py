@@ -10,14 +10,18 @@ differences from Kueue's ``ReconcileGenericJob`` are deliberate:
 
 from __future__ import annotations
 
+import copy
 import enum
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import jsonpatch
 
 from multikueue import jsonpaths
 from multikueue.config import Adapter, Integration, PodsReady, Predicate
 from multikueue.dispatch.adapter import holds
+from multikueue.integration.podsetinfo import InvalidPodSetInfo, PodSetInfo, apply
 from multikueue.integration.workloads import (
     InvalidObject,
     controller_uid,
@@ -25,6 +29,7 @@ from multikueue.integration.workloads import (
     pod_sets,
     prebuilt_workload,
     queue_name,
+    templates,
 )
 from multikueue.kube.conditions import find, is_true, set_condition
 from multikueue.labels import ADMITTED, EVICTED, FINISHED, HELD_ANNOTATION, PODS_READY, QUOTA_RESERVED
@@ -310,6 +315,42 @@ def suspend_patch(integration: Integration, step: Step) -> Object:
     if step is Step.RUN:
         return _merge(_nested(suspend.path, suspend.run_value), {"metadata": {"annotations": {HELD_ANNOTATION: None}}})
     raise ValueError(f"no object patch for {step}")
+
+
+def apply_merge_patch(target: Any, patch: Any) -> Any:
+    """RFC 7386 applied to a copy: maps merged key by key, ``None`` deletes, anything else replaces."""
+    if not isinstance(patch, dict):
+        return copy.deepcopy(patch)
+    result = dict(target) if isinstance(target, dict) else {}
+    for key, value in patch.items():
+        if value is None:
+            result.pop(key, None)
+        else:
+            result[key] = apply_merge_patch(result.get(key), value)
+    return result
+
+
+def changed_object(obj: Object, integration: Integration, step: Step, infos: Sequence[PodSetInfo] | None) -> Object:
+    """The object after HOLD, MARK_HELD, STOP or RUN: the suspend field and the hold annotation, and with ``infos``
+    the pod templates: merged on RUN (Kueue's ``RunWithPodSetsInfo``), restored otherwise (``RestorePodSetsInfo``,
+    passed over when the pod sets no longer match, as Kueue does). ``InvalidPodSetInfo`` when RUN cannot write."""
+    changed: Object = apply_merge_patch(copy.deepcopy(obj), suspend_patch(integration, step))
+    if infos is None:
+        return changed
+    found = templates(changed, integration)
+    if len(found) != len(infos):
+        if step is Step.RUN:
+            raise InvalidPodSetInfo(f"invalid podset infos: expecting {len(found)} podset, got {len(infos)}")
+        return changed
+    apply(found, infos, restoring=step is not Step.RUN)
+    return changed
+
+
+def object_patch(before: Object, after: Object) -> list[Object]:
+    """The JSON patch from ``before`` to ``after``, valid only on the version it was computed from."""
+    guard = {"op": "test", "path": "/metadata/resourceVersion", "value": before["metadata"]["resourceVersion"]}
+    operations: list[Object] = jsonpatch.make_patch(before, after).patch
+    return [guard, *operations]
 
 
 def _pointer(key: str) -> str:

@@ -14,22 +14,23 @@ import structlog
 
 from multikueue import owners
 from multikueue.clusters.connections import discover_later
-from multikueue.config import Configuration, GroupVersionKind
-from multikueue.integration import workloads
+from multikueue.config import Configuration, GroupVersionKind, Integration
+from multikueue.integration import podsetinfo, workloads
 from multikueue.integration.lifecycle import (
     Decision,
     Step,
+    changed_object,
     decide,
     finished_status,
+    object_patch,
     pods_ready_status,
     released_status,
-    suspend_patch,
 )
 from multikueue.kube import events
 from multikueue.kube.client import ApiClient
 from multikueue.kube.discovery import KindUnavailable, discover_resource
-from multikueue.kube.errors import ApiError, Conflict, NotFound
-from multikueue.kube.resources import KUEUE, WORKLOADS, Objects, Resource
+from multikueue.kube.errors import ApiError, Conflict, NotFound, describe
+from multikueue.kube.resources import KUEUE, RESOURCE_FLAVORS, WORKLOADS, Objects, Resource
 from multikueue.labels import PRIORITY_CLASS_LABEL, RESOURCE_IN_USE_FINALIZER
 from multikueue.runtime.controller import Controller, ControllerObserver, Result
 from multikueue.runtime.informer import DELETED, Informer, ObjectKey
@@ -41,6 +42,7 @@ Key = tuple[GroupVersionKind, ObjectKey]
 
 WORKLOAD_PRIORITY_CLASSES = Resource(KUEUE, "v1beta2", "workloadpriorityclasses", "WorkloadPriorityClass",
                                      namespaced=False)  # fmt: skip
+FAILED_TO_START = "FailedToStart"  # Kueue's Finished reason when an admission cannot be written into the job
 PREBUILT_RECHECK = 30.0  # a copy whose prebuilt Workload is late: looked at again (its creation wakes it first)
 
 
@@ -53,6 +55,7 @@ class IntegrationReconciler:
         self.workload_informer = workload_informer
         self.workloads = Objects(api, WORKLOADS)
         self.priorities = Objects(api, WORKLOAD_PRIORITY_CLASSES)
+        self.flavors = Objects(api, RESOURCE_FLAVORS)
         self._said: dict[Key, str] = {}  # the last composition error said on an object: said once
         self._awaiting: dict[ObjectKey, Key] = {}  # a prebuilt Workload not made yet -> the copy that names it
 
@@ -112,11 +115,7 @@ class IntegrationReconciler:
             self._awaiting[ObjectKey(meta["namespace"], workloads.prebuilt_workload(obj))] = (gvk, ObjectKey.of(obj))
             return Result(requeue_after=PREBUILT_RECHECK)
         if step in (Step.HOLD, Step.MARK_HELD, Step.STOP, Step.RUN):
-            patch = suspend_patch(integration, step)
-            patch.setdefault("metadata", {})["resourceVersion"] = meta["resourceVersion"]
-            await Objects(self.api, resource).patch(meta["name"], patch, meta["namespace"])
-            reasons = {Step.HOLD: "Suspended", Step.MARK_HELD: "Suspended", Step.STOP: "Stopped", Step.RUN: "Started"}
-            await self._event(obj, "Normal", reasons[step], decision.why)
+            await self._suspend_or_run((gvk, ObjectKey.of(obj)), resource, obj, workload, decision, integration)
             return None
         if step is Step.CREATE_WORKLOAD:
             return await self._create(gvk, obj, active=decision.active)
@@ -158,6 +157,57 @@ class IntegrationReconciler:
             return None
         raise AssertionError(f"unhandled step {step}")
 
+    async def _suspend_or_run(self, key: Key, resource: Resource, obj: Object, workload: Object | None,
+                              decision: Decision, integration: Integration) -> None:  # fmt: skip
+        """HOLD, MARK_HELD, STOP or RUN in one write: the suspend field, and the pod templates (the admission merged
+        into them on RUN, restored from the Workload when a running object is stopped or held)."""
+        step, meta = decision.step, obj["metadata"]
+        infos = None
+        if workload is not None and step is Step.RUN:
+            try:
+                flavors = await self._flavors(workload)
+            except (LookupError, ApiError) as e:  # retried; said once on the object
+                why = describe(e) if isinstance(e, ApiError) else str(e)
+                await self._say_once(key, obj, "FlavorUnavailable", f"admitted, but cannot start: {why}")
+                raise
+            infos = podsetinfo.on_admission(workload, flavors)
+        elif workload is not None and step in (Step.STOP, Step.HOLD):
+            infos = podsetinfo.from_workload(workload)
+        try:
+            changed = changed_object(obj, integration, step, infos)
+        except podsetinfo.InvalidPodSetInfo as e:
+            assert workload is not None
+            await self._failed_to_start(obj, workload, str(e))
+            return
+        await Objects(self.api, resource).json_patch(meta["name"], object_patch(obj, changed), meta["namespace"])
+        self._said.pop(key, None)
+        reasons = {Step.HOLD: "Suspended", Step.MARK_HELD: "Suspended", Step.STOP: "Stopped", Step.RUN: "Started"}
+        await self._event(obj, "Normal", reasons[step], decision.why)
+
+    async def _say_once(self, key: Key, obj: Object, reason: str, message: str) -> None:
+        """A Warning on the object, not repeated while the same problem stays (retries would flood its Events)."""
+        if self._said.get(key) != message:
+            self._said[key] = message
+            await self._event(obj, "Warning", reason, message)
+
+    async def _flavors(self, workload: Object) -> dict[str, Object]:
+        """The ResourceFlavors the admission names (a missing one fails the pass: retried, as Kueue does)."""
+        found = {}
+        for name in podsetinfo.flavors_of(workload):
+            flavor = await self.flavors.get(name)
+            if flavor is None:
+                raise LookupError(f"ResourceFlavor {name!r} of Workload {ObjectKey.of(workload)} not found")
+            found[name] = flavor
+        return found
+
+    async def _failed_to_start(self, obj: Object, workload: Object, message: str) -> None:
+        """Kueue's answer to an admission that cannot be written into the object: the Workload finished."""
+        meta = workload["metadata"]
+        status = finished_status(workload, FAILED_TO_START, message)
+        await self.workloads.patch_status(meta["name"], {"metadata": {"resourceVersion": meta["resourceVersion"]},
+                                                         "status": status}, meta["namespace"])  # fmt: skip
+        await self._event(obj, "Warning", FAILED_TO_START, message)
+
     async def _create(self, gvk: GroupVersionKind, obj: Object, *, active: bool) -> Result | None:
         key = (gvk, ObjectKey.of(obj))
         integration = self.config.adapter(gvk).integration
@@ -176,9 +226,7 @@ class IntegrationReconciler:
         except workloads.InvalidObject as e:
             # Kueue's UnretryableError: said once on the object; a change to the object brings it back here.
             message = f"cannot make a Workload: {e}"
-            if self._said.get(key) != message:
-                self._said[key] = message
-                await self._event(obj, "Warning", "ErrWorkloadCompose", message)
+            await self._say_once(key, obj, "ErrWorkloadCompose", message)
             log.warning("no Workload for the object", kind=gvk.kind, object=str(key[1]), error=str(e))
             return None
         self._said.pop(key, None)

@@ -146,6 +146,21 @@ def _pod_sets_from(obj: Object, source: PodSetsFrom) -> list[Object]:
     return result
 
 
+def templates(obj: Object, integration: Integration) -> list[Object | None]:
+    """Each pod set's template inside ``obj`` itself (not a copy: changing one changes ``obj``), in the order of
+    ``pod_sets``; ``None`` for a synthetic pod set, which has no template in the object."""
+    found = [_template_in(obj, s.template) if s.template is not None else None for s in integration.pod_sets]
+    for source_from in integration.pod_sets_from:
+        items = jsonpaths.find(obj, source_from.path)
+        found.extend(_template_in(item, source_from.template) if isinstance(item, dict) else None for item in items)
+    return found
+
+
+def _template_in(where: Object, path: str) -> Object | None:
+    found = jsonpaths.first(where, path)
+    return found if isinstance(found, dict) else None
+
+
 TOPOLOGY = "kueue.x-k8s.io/podset-"
 REQUIRED, PREFERRED, UNCONSTRAINED = f"{TOPOLOGY}required-topology", f"{TOPOLOGY}preferred-topology", \
     f"{TOPOLOGY}unconstrained-topology"  # fmt: skip

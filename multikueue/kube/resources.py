@@ -18,6 +18,7 @@ from multikueue.kube.listwatch import ApiListSource
 
 Object = dict[str, Any]
 MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
 
 
 @dataclass(frozen=True)
@@ -44,6 +45,7 @@ WORKLOADS = Resource(KUEUE, "v1beta2", "workloads", "Workload")
 ADMISSION_CHECKS = Resource(KUEUE, "v1beta2", "admissionchecks", "AdmissionCheck", namespaced=False)
 MULTIKUEUE_CLUSTERS = Resource(KUEUE, "v1beta2", "multikueueclusters", "MultiKueueCluster", namespaced=False)
 MULTIKUEUE_CONFIGS = Resource(KUEUE, "v1beta2", "multikueueconfigs", "MultiKueueConfig", namespaced=False)
+RESOURCE_FLAVORS = Resource(KUEUE, "v1beta2", "resourceflavors", "ResourceFlavor", namespaced=False)
 
 
 class Objects:
@@ -90,6 +92,12 @@ class Objects:
     async def patch(self, name: str, patch: Object, namespace: str | None = None) -> Object:
         """A JSON merge patch (RFC 7386: ``None`` deletes a key, lists are replaced whole)."""
         result: Object = await self._method("patch")(*self._address(namespace), name, patch, _content_type=MERGE_PATCH)
+        return result
+
+    async def json_patch(self, name: str, operations: list[Object], namespace: str | None = None) -> Object:
+        """A JSON patch (RFC 6902: operations at exact paths, array items by index; a failed ``test`` is a 422)."""
+        method = self._method("patch")
+        result: Object = await method(*self._address(namespace), name, operations, _content_type=JSON_PATCH)
         return result
 
     async def patch_status(self, name: str, patch: Object, namespace: str | None = None) -> Object:

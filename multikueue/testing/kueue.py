@@ -7,6 +7,7 @@ admission-check states), so the dispatcher sees exactly what it would see beside
 from __future__ import annotations
 
 import base64
+import contextlib
 from collections.abc import Callable
 from typing import Any
 
@@ -16,11 +17,13 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from multikueue.kube.client import ApiClient, raw_body
 from multikueue.kube.conditions import now_rfc3339, set_condition
+from multikueue.kube.errors import Conflict
 from multikueue.kube.resources import (
     ADMISSION_CHECKS,
     KUEUE,
     MULTIKUEUE_CLUSTERS,
     MULTIKUEUE_CONFIGS,
+    RESOURCE_FLAVORS,
     WORKLOADS,
     Objects,
     Resource,
@@ -29,8 +32,8 @@ from multikueue.kube.resources import (
 Object = dict[str, Any]
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 MANAGED_BY = "kueue.x-k8s.io/multikueue"
+DEFAULT_FLAVOR = "default"  # the flavor the played admissions name
 # Read by real Kueue only (the dispatcher never touches them): for beds where Kueue's scheduler runs.
-RESOURCE_FLAVORS = Resource(KUEUE, "v1beta2", "resourceflavors", "ResourceFlavor", namespaced=False)
 CLUSTER_QUEUES = Resource(KUEUE, "v1beta2", "clusterqueues", "ClusterQueue", namespaced=False)
 LOCAL_QUEUES = Resource(KUEUE, "v1beta2", "localqueues", "LocalQueue")
 
@@ -96,13 +99,21 @@ def _status(workload: Object) -> Object:
     return dict(workload.get("status") or {})
 
 
-def _reserved(workload: Object, queue: str) -> Object:
+async def ensure_flavor(api: ApiClient, name: str, spec: Object | None = None) -> None:
+    """The ResourceFlavor an admission names (the integration reads its node labels and tolerations on admission,
+    as Kueue's does): created unless there."""
+    with contextlib.suppress(Conflict):
+        body = {"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": name}, "spec": spec or {}}
+        await Objects(api, RESOURCE_FLAVORS).create(body)
+
+
+def _reserved(workload: Object, queue: str, flavor: str = DEFAULT_FLAVOR) -> Object:
     """Status fields of a quota reservation in ``queue``: the condition and the admission."""
     condition = {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved",
                  "message": f"Quota reserved in ClusterQueue {queue}"}  # fmt: skip
     # One assignment per pod set, as Kueue's API requires.
     pod_sets = (workload.get("spec") or {}).get("podSets") or [{"name": "main", "count": 1}]
-    assignments = [{"name": p["name"], "flavors": {"cpu": "default"}, "resourceUsage": {"cpu": "1"},
+    assignments = [{"name": p["name"], "flavors": {"cpu": flavor}, "resourceUsage": {"cpu": "1"},
                     "count": p.get("count", 1)} for p in pod_sets]  # fmt: skip
     rows = set_condition(_status(workload).get("conditions"), condition)
     evicted = next((c for c in rows if c.get("type") == "Evicted"), None)
@@ -118,6 +129,7 @@ def _reserved(workload: Object, queue: str) -> Object:
 async def reserve_quota(api: ApiClient, name: str, namespace: str, *, checks: list[str], queue: str = "cq") -> Object:
     """The manager's scheduler reserving quota: QuotaReserved, admission, and each admission check Pending."""
     now = now_rfc3339()
+    await ensure_flavor(api, DEFAULT_FLAVOR)
 
     def change(workload: Object) -> Object:
         pending = [{"name": c, "state": "Pending", "message": "", "lastTransitionTime": now} for c in checks]
@@ -136,11 +148,15 @@ async def pending(api: ApiClient, name: str, namespace: str, message: str) -> Ob
     return await _patch_status(api, name, namespace, change)
 
 
-async def admit(api: ApiClient, name: str, namespace: str, *, queue: str = "cq") -> Object:
-    """A worker's Kueue admitting its copy (no checks there): QuotaReserved, then Admitted."""
+async def admit(
+    api: ApiClient, name: str, namespace: str, *, queue: str = "cq", flavor: str = DEFAULT_FLAVOR
+) -> Object:
+    """A worker's Kueue admitting its copy (no checks there): QuotaReserved, then Admitted, in ``flavor``."""
+    if flavor == DEFAULT_FLAVOR:
+        await ensure_flavor(api, DEFAULT_FLAVOR)
 
     def change(workload: Object) -> Object:
-        reserved = _reserved(workload, queue)
+        reserved = _reserved(workload, queue, flavor)
         admitted = {"type": "Admitted", "status": "True", "reason": "Admitted", "message": "The workload is admitted"}
         return {**reserved, "conditions": set_condition(reserved["conditions"], admitted)}
 

@@ -236,6 +236,53 @@ async def test_without_the_webhook_a_suspend_kind_is_held_stopped_on_eviction_an
                          what="runs again on re-admission")  # fmt: skip
 
 
+async def test_an_admission_that_cannot_be_written_into_the_template_is_said_on_the_object_and_workload(
+    manager_api: ApiClient, namespace: str
+) -> None:
+    """A flavor not there (yet): a Warning on the object once, and the run starts when it appears (Kueue retries).
+    A flavor whose node label the template sets otherwise: Kueue's permanent error, the Workload finished
+    ``FailedToStart`` with Kueue's message, and the object left suspended."""
+    api, widgets = manager_api, Objects(manager_api, WIDGETS)
+    await crds.install_crds(api, [widget_crd(strict_status=True)])
+    late, gpu = f"{namespace}-late", f"{namespace}-gpu"
+    await kueue.ensure_flavor(api, gpu, {"nodeLabels": {"cloud/gpu": "a100"}})
+
+    def widget(name: str, **spec: Any) -> dict[str, Any]:
+        template = {"spec": {"containers": [{"name": "main", "image": "busybox"}], **spec}}
+        return {"apiVersion": f"{WIDGET_GROUP}/v1", "kind": "Widget",
+                "metadata": {"name": name, "labels": {QUEUE_NAME_LABEL: "user-queue"}},
+                "spec": {"parallelism": 1, "suspend": True, "template": template}}  # fmt: skip
+
+    async with _running(api, _config(namespace, WIDGET_ADAPTER)):
+        waiting = await widgets.create(widget("waiting"), namespace)
+        name = (await _workload(api, namespace, waiting, WIDGET))["metadata"]["name"]
+        await eventually(lambda: kueue.admit(api, name, namespace, flavor=late), what="admit (a conflict retried)")
+
+        async def said(object_name: str, reason: str) -> list[str]:
+            return [e.message for e in await _events(api, namespace, object_name) if e.reason == reason]
+
+        [message] = await eventually(lambda: said("waiting", "FlavorUnavailable"), what="a Warning on the object")
+        assert f"ResourceFlavor '{late}'" in message
+        await kueue.ensure_flavor(api, late, {"nodeLabels": {"cloud/zone": "z1"}})
+        started = await eventually(
+            lambda: _get(widgets, "waiting", namespace), until=lambda w: w["spec"]["suspend"] is False, what="started"
+        )
+        assert started["spec"]["template"]["spec"]["nodeSelector"] == {"cloud/zone": "z1"}
+        assert len(await said("waiting", "FlavorUnavailable")) == 1, "said once, not at every retry"
+
+        clash = await widgets.create(widget("clash", nodeSelector={"cloud/gpu": "t4"}), namespace)
+        name = (await _workload(api, namespace, clash, WIDGET))["metadata"]["name"]
+        await eventually(lambda: kueue.admit(api, name, namespace, flavor=gpu), what="admit (a conflict retried)")
+        finished = await _workload(api, namespace, clash, WIDGET, what="finished FailedToStart",
+                                   until=lambda w: _condition(w, "Finished").get("status") == "True")  # fmt: skip
+        expected = ("invalid admission check PodSetUpdate: conflict for nodeSelector: "
+                    "conflict for key=cloud/gpu, value1=t4, value2=a100")  # fmt: skip
+        assert (_condition(finished, "Finished")["reason"], _condition(finished, "Finished")["message"]) == (
+            "FailedToStart", expected)  # fmt: skip
+        assert await eventually(lambda: said("clash", "FailedToStart")) == [expected]
+        assert (await _get(widgets, "clash", namespace))["spec"]["suspend"] is True
+
+
 async def test_pods_ready_follows_the_objects_ready_pods_as_kueues_jobframework_writes_it(
     manager_api: ApiClient, namespace: str
 ) -> None:
@@ -321,9 +368,24 @@ async def test_a_jobset_gets_one_pod_set_per_replicated_job_with_kueues_counts_a
             {**indexes, "subGroupCount": 3, "required": "rack"},
         ]  # fmt: skip
         name = workload["metadata"]["name"]
-        await eventually(lambda: kueue.admit(api, name, namespace), what="admit (a conflict retried)")
-        await eventually(lambda: _get(jobsets, "train", namespace), until=lambda j: j["spec"]["suspend"] is False,
-                         what="released on admission")  # fmt: skip
+        flavor, toleration = f"{namespace}-gpu", {"key": "gpu", "operator": "Exists", "effect": "NoSchedule"}
+        await kueue.ensure_flavor(api, flavor, {"nodeLabels": {"cloud/gpu": "a100"}, "tolerations": [toleration]})
+        await eventually(lambda: kueue.admit(api, name, namespace, flavor=flavor), what="admit (a conflict retried)")
+        running = await eventually(
+            lambda: _get(jobsets, "train", namespace), until=lambda j: j["spec"]["suspend"] is False, what="released"
+        )
+        # The flavor and Kueue's pod labels and annotations in each Job's pod template, as Kueue's JobSet integration
+        # writes them on admission.
+        for job in running["spec"]["replicatedJobs"]:
+            pod = job["template"]["spec"]["template"]
+            assert pod["spec"]["nodeSelector"] == {"cloud/gpu": "a100"}
+            assert pod["spec"]["tolerations"] == [toleration]
+            assert pod["metadata"]["labels"] == {
+                "kueue.x-k8s.io/podset": job["name"],
+                "kueue.x-k8s.io/local-queue-name": "user-queue",
+                "kueue.x-k8s.io/cluster-queue-name": "cq",
+            }
+            assert pod["metadata"]["annotations"]["kueue.x-k8s.io/workload"] == name
 
         def status(ready: dict[str, int]) -> dict[str, Any]:
             rows = [{"name": j["name"], "ready": ready.get(j["name"], 0), "succeeded": 0, "failed": 0, "active": 0,
@@ -335,6 +397,18 @@ async def test_a_jobset_gets_one_pod_set_per_replicated_job_with_kueues_counts_a
         ready = await _workload(api, namespace, created, JOBSET, what="PodsReady=True (Started) once all Jobs are",
                                 until=lambda w: _condition(w, "PodsReady").get("reason") == "Started")  # fmt: skip
         assert _condition(ready, "PodsReady")["status"] == "True"
+
+        # Evicted: stopped, and every template restored to what the Workload holds (the JobSet as created).
+        await eventually(lambda: kueue.evict(api, name, namespace), what="evict (a conflict retried)")
+        stopped = await eventually(
+            lambda: _get(jobsets, "train", namespace), until=lambda j: j["spec"]["suspend"] is True, what="stopped"
+        )
+        for job, original in zip(stopped["spec"]["replicatedJobs"], created["spec"]["replicatedJobs"], strict=True):
+            pod, before = job["template"]["spec"]["template"], original["template"]["spec"]["template"]
+            assert {**pod, "metadata": pod.get("metadata") or {}} == {
+                **before,
+                "metadata": before.get("metadata") or {},
+            }
 
 
 RAYJOB = GroupVersionKind("ray.io", "v1", "RayJob")
