@@ -470,6 +470,9 @@ class Integration(_Model):
     active: Predicate | None = None
     # Absent: no PodsReady condition is written (as Kueue without waitForPodsReady).
     pods_ready: PodsReady | None = None
+    # The Workload's Finished message: the first text at these paths (Kueue's integrations copy the kind's own
+    # finish condition message). Absent or not found: "<Kind> <name> finished".
+    finished_message: tuple[JsonPath, ...] = ()
 
     @model_validator(mode="after")
     def _pod_sets(self) -> Integration:

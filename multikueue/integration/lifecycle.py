@@ -387,6 +387,15 @@ def admission_patch(obj: Object, integration: Integration) -> list[Object]:
     return ops
 
 
+def finished_message(obj: Object, integration: Integration) -> str:
+    """The first text at the ``finishedMessage`` paths ("" if none)."""
+    for path in integration.finished_message:
+        found = jsonpaths.first(obj, path)
+        if isinstance(found, str) and found:
+            return found
+    return ""
+
+
 def finished_status(workload: Object, reason: str, message: str) -> Object:
     """The Workload's status with ``Finished=True`` (Kueue's ``workloadfinish.Finish``)."""
     rows = (workload.get("status") or {}).get("conditions")

@@ -92,26 +92,31 @@ def on_admission(workload: Object, flavors: Mapping[str, Object]) -> list[PodSet
     (``getPodSetsInfoFromStatus``). ``flavors``: each admitted ResourceFlavor by name; a missing one raises
     ``LookupError`` (Kueue retries)."""
     status = workload.get("status") or {}
-    admission = status.get("admission") or {}
     pod_sets = (workload.get("spec") or {}).get("podSets") or []
     infos = []
-    for i, assignment in enumerate(admission.get("podSetAssignments") or []):
-        pod_set = pod_sets[i] if i < len(pod_sets) else {}
-        info = _from_assignment(assignment, pod_set, flavors)
+    for i, assignment in enumerate((status.get("admission") or {}).get("podSetAssignments") or []):
+        info = _from_assignment(assignment, pod_sets[i] if i < len(pod_sets) else {}, flavors)
         info.annotations[WORKLOAD_ANNOTATION] = workload["metadata"]["name"]
-        info.labels[POD_SET_LABEL] = info.name
-        if ORIGIN_LABEL in (workload["metadata"].get("labels") or {}):
-            info.labels[WORKER_POD_LABEL] = "true"
-        info.labels[LOCAL_QUEUE_LABEL] = str((workload.get("spec") or {}).get("queueName") or "")
-        cluster_queue = str(admission.get("clusterQueue") or "")
-        if len(cluster_queue) <= 63 and _DNS_LABEL.match(cluster_queue):
-            info.labels[CLUSTER_QUEUE_LABEL] = cluster_queue
+        info.labels.update(_kueue_labels(workload, info.name))
         for check in status.get("admissionChecks") or []:
             update = next((u for u in check.get("podSetUpdates") or [] if u.get("name") == info.name), None)
             if update is not None:
                 info.merge(_from_update(update), f'in admission check "{check.get("name")}": ')
         infos.append(info)
     return infos
+
+
+def _kueue_labels(workload: Object, pod_set: str) -> dict[str, str]:
+    """The pod set's name, the MultiKueue worker mark on a worker's copy, and the queues (Kueue's
+    ``AssignQueueLabelsForPods``, on by default; the ClusterQueue only when its name is a valid label value)."""
+    labels = {POD_SET_LABEL: pod_set}
+    if ORIGIN_LABEL in (workload["metadata"].get("labels") or {}):
+        labels[WORKER_POD_LABEL] = "true"
+    labels[LOCAL_QUEUE_LABEL] = str((workload.get("spec") or {}).get("queueName") or "")
+    cluster_queue = str(((workload.get("status") or {}).get("admission") or {}).get("clusterQueue") or "")
+    if len(cluster_queue) <= 63 and _DNS_LABEL.match(cluster_queue):
+        labels[CLUSTER_QUEUE_LABEL] = cluster_queue
+    return labels
 
 
 def _from_assignment(assignment: Object, pod_set: Object, flavors: Mapping[str, Object]) -> PodSetInfo:

@@ -21,6 +21,7 @@ from multikueue.integration.lifecycle import (
     Step,
     changed_object,
     decide,
+    finished_message,
     finished_status,
     object_patch,
     pods_ready_status,
@@ -120,42 +121,43 @@ class IntegrationReconciler:
         if step is Step.CREATE_WORKLOAD:
             return await self._create(gvk, obj, active=decision.active)
         assert workload is not None
-        wl_meta = workload["metadata"]
+        await self._change_workload(gvk, obj, workload, decision, integration)
+        return None
+
+    async def _change_workload(self, gvk: GroupVersionKind, obj: Object, workload: Object, decision: Decision,
+                               integration: Integration) -> None:  # fmt: skip
+        """The steps that write the Workload, each guarded by the version decided on."""
+        step, wl_meta = decision.step, workload["metadata"]
         name, namespace = wl_meta["name"], wl_meta["namespace"]
         guard = {"resourceVersion": wl_meta["resourceVersion"]}
         if step is Step.ADOPT:
             refs = [r for r in wl_meta.get("ownerReferences") or [] if not r.get("controller")]
             patch = {"metadata": {**guard, "ownerReferences": [*refs, workloads.owner_reference(obj, gvk)],
-                                  "labels": workloads.job_uid_labels(meta["uid"])}}  # fmt: skip
+                                  "labels": workloads.job_uid_labels(obj["metadata"]["uid"])}}  # fmt: skip
             await self.workloads.patch(name, patch, namespace)
-            return None
-        if step in (Step.ACTIVATE, Step.DEACTIVATE, Step.UPDATE_QUEUE):
+        elif step in (Step.ACTIVATE, Step.DEACTIVATE, Step.UPDATE_QUEUE):
             spec = {"queueName": workloads.queue_name(obj)} if step is Step.UPDATE_QUEUE else {
                 "active": step is Step.ACTIVATE}  # fmt: skip
             await self.workloads.patch(name, {"metadata": guard, "spec": spec}, namespace)
-            return None
-        if step is Step.REMOVE_FINALIZER:
+        elif step is Step.REMOVE_FINALIZER:
             await self._remove_finalizer(workload)
-            return None
-        if step in (Step.FINISH, Step.OUT_OF_SYNC):
+        elif step in (Step.FINISH, Step.OUT_OF_SYNC):
             if step is Step.OUT_OF_SYNC:
                 reason, message = "OutOfSync", "The prebuilt workload is out of sync with its user job"
             else:
                 reason = "Succeeded" if decision.succeeded else "Failed"
-                message = f"{gvk.kind} {meta['name']} finished"
+                message = finished_message(obj, integration) or f"{gvk.kind} {obj['metadata']['name']} finished"
             status = finished_status(workload, reason, message)
             await self.workloads.patch_status(name, {"metadata": guard, "status": status}, namespace)
             await self._event(obj, "Normal", "FinishedWorkload", f"Workload '{namespace}/{name}' is declared finished")
-            return None
-        if step is Step.RELEASE:
+        elif step is Step.RELEASE:
             await self.workloads.patch_status(name, {"metadata": guard, "status": released_status(workload)}, namespace)
-            return None
-        if step is Step.SET_PODS_READY:
+        elif step is Step.SET_PODS_READY:
             assert decision.condition is not None
             status = pods_ready_status(workload, decision.condition)
             await self.workloads.patch_status(name, {"metadata": guard, "status": status}, namespace)
-            return None
-        raise AssertionError(f"unhandled step {step}")
+        else:
+            raise AssertionError(f"unhandled step {step}")
 
     async def _suspend_or_run(self, key: Key, resource: Resource, obj: Object, workload: Object | None,
                               decision: Decision, integration: Integration) -> None:  # fmt: skip

@@ -10,7 +10,7 @@ import copy
 import hashlib
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from multikueue import jsonpaths, owners
 from multikueue.config import (
@@ -221,7 +221,19 @@ def _template(where: Object, path: str, what: str) -> Object:
     found = jsonpaths.first(where, path)
     if not isinstance(found, dict) or not (found.get("spec") or {}).get("containers"):
         raise InvalidObject(f"{what}: {path} must be a pod template with containers, got {found!r}")
-    return copy.deepcopy(found)
+    return {"metadata": {}, **cast(Object, _without_empty(found))}
+
+
+def _without_empty(value: Any) -> Any:
+    """A copy without empty maps and lists, as Kueue's Go structs write a pod template (``omitempty``; an
+    ``ObjectMeta`` is a struct, always written): an object stored with ``labels: {}`` gets a Workload without it,
+    and one without ``metadata`` gets ``metadata: {}``, as from Kueue's own integrations."""
+    if isinstance(value, dict):
+        kept = {k: _without_empty(v) for k, v in value.items()}
+        return {k: v for k, v in kept.items() if k == "metadata" or v not in ({}, [])}
+    if isinstance(value, list):
+        return [_without_empty(v) for v in value]
+    return copy.deepcopy(value)
 
 
 @dataclass(frozen=True)

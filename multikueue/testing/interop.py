@@ -33,6 +33,7 @@ from multikueue.kube.client import ApiClient, raw_body
 from multikueue.pki import CertificateAuthority
 from multikueue.testing import crds, processes
 from multikueue.testing.binaries import cache_root
+from multikueue.testing.processes import ManagedProcess
 from multikueue.testing.testbed import Cluster, free_port
 
 KUEUE_NAMESPACE = "kueue-system"
@@ -86,6 +87,8 @@ class KueueProcess:
     metrics_port: int = field(default_factory=free_port)
     log_level: str = "2"  # zap: "info", "error", or an integer > 0 (2: debug, what a failing test wants)
     extra: dict[str, Any] = field(default_factory=dict)  # more top-level Configuration, e.g. ``multiKueue``
+    frameworks: tuple[str, ...] = ("batch/job",)  # Kueue's own integrations to enable
+    external_frameworks: tuple[str, ...] = ()
     kubeconfig: Path | None = None  # whom Kueue acts as; the bed's admin by default
     process: processes.ManagedProcess | None = None
 
@@ -99,7 +102,7 @@ class KueueProcess:
             "webhook": {"host": "127.0.0.1", "port": self.webhook_port, "certDir": str(self.directory / "webhook")},
             "metrics": {"bindAddress": f"127.0.0.1:{self.metrics_port}"},
             "health": {"healthProbeBindAddress": f"127.0.0.1:{self.health_port}"},
-            "integrations": {"frameworks": ["batch/job"], "externalFrameworks": external_frameworks},
+            "integrations": {"frameworks": list(self.frameworks), "externalFrameworks": external_frameworks},
         } | self.extra
 
     async def install(self, api: ApiClient, ca: CertificateAuthority, external_frameworks: list[str]) -> None:
@@ -121,8 +124,22 @@ class KueueProcess:
             create = (admission.create_mutating_webhook_configuration if doc["kind"] == "MutatingWebhookConfiguration"
                       else admission.create_validating_webhook_configuration)  # fmt: skip
             await create(raw_body(doc))
+        self.external_frameworks = tuple(external_frameworks)
+        self._start()
+
+    def restart(self, *, frameworks: tuple[str, ...] | None = None, extra: dict[str, Any] | None = None) -> None:
+        """Stop, then start again with other integrations or configuration (ready when this returns)."""
+        self.stop()
+        if frameworks is not None:
+            self.frameworks = frameworks
+        if extra is not None:
+            self.extra = extra
+        self._start()
+        self.wait_ready()
+
+    def _start(self) -> None:
         config_path = self.directory / "kueue-config.yaml"
-        config_path.write_text(yaml.safe_dump(self.configuration(external_frameworks)))
+        config_path.write_text(yaml.safe_dump(self.configuration(list(self.external_frameworks))))
         env = {**dict(os.environ), "KUBECONFIG": str(self.kubeconfig or self.cluster.kubeconfig_path)}
         argv = [str(self.binary), f"--config={config_path}", "--feature-gates=VisibilityOnDemand=false",
                 f"--zap-log-level={self.log_level}"]  # fmt: skip
@@ -219,6 +236,13 @@ def _go_build(label: str, module: str, package: str, version: str, target: Path,
     return target
 
 
+def jobset_binary(progress: Progress = _quiet) -> Path:
+    """JobSet's controller manager (its ``main`` is the module's root package), at the CRD's version."""
+    source = crds.JOBSET
+    target = cache_root() / "interop" / f"jobset-{source.version}" / "jobset"
+    return _go_build("JobSet", source.module, source.module, source.version, target, progress)
+
+
 def kwok_binary(progress: Progress = _quiet) -> Path:
     target = cache_root() / "interop" / f"kwok-{KWOK_VERSION}" / "kwok"
     return _go_build("kwok", "sigs.k8s.io/kwok", "sigs.k8s.io/kwok/cmd/kwok", KWOK_VERSION, target, progress)
@@ -250,7 +274,21 @@ def kwok_stages(complete_after_ms: int) -> str:
             expression["values"] = ["TaskRun"]
     complete["spec"]["delay"] = {"durationMilliseconds": complete_after_ms}
     documents.append(complete)
+    # Job pods (a JobSet's) complete too, but only those labelled for it: the others run until stopped.
+    jobs = copy.deepcopy(complete)
+    jobs["metadata"]["name"] = "pod-complete-labelled-job"
+    for expression in jobs["spec"]["selector"]["matchExpressions"]:
+        if expression["key"] == ".metadata.ownerReferences.[].kind":
+            expression["values"] = ["Job"]
+    jobs["spec"]["selector"]["matchExpressions"].append(
+        {"key": f".metadata.labels.{COMPLETE_LABEL}", "operator": "In", "values": ["true"]}
+    )
+    documents.append(jobs)
     return yaml.safe_dump_all(documents)
+
+
+COMPLETE_LABEL = "interop_complete"
+"""On a Job's pod template: kwok completes its pods (after the delay) instead of running them until stopped."""
 
 
 def _module_dir(module: str, version: str) -> Path:
@@ -312,6 +350,22 @@ class ClusterRuntime:
             "--manage-single-node=", "--cidr=10.0.0.0/24", "--node-ip=10.0.0.1", f"--config={config}",
             f"--server-address=127.0.0.1:{free_port()}",
         ])  # fmt: skip
+
+    def start_jobset(self, binary: Path, ca: CertificateAuthority) -> ManagedProcess:
+        """JobSet's controller, its webhooks served on 127.0.0.1 with no configuration sending them anything (the
+        tests write JobSets as its defaulting webhook leaves them); returned so that a test module can stop it."""
+        certs = self.directory / "jobset-webhook"
+        certs.mkdir(parents=True, exist_ok=True)
+        ca.issue("jobset-webhook", ip_addresses=("127.0.0.1",), server=True).write(certs, "tls")
+        config = self.directory / "jobset-config.yaml"
+        config.write_text(yaml.safe_dump({
+            "apiVersion": "config.jobset.x-k8s.io/v1alpha1", "kind": "Configuration",
+            "leaderElection": {"leaderElect": False}, "internalCertManagement": {"enable": False},
+            "webhook": {"host": "127.0.0.1", "port": free_port(), "certDir": str(certs)},
+            "metrics": {"bindAddress": "0"}, "health": {"healthProbeBindAddress": f"127.0.0.1:{free_port()}"},
+        }))  # fmt: skip
+        self._start("jobset", [str(binary), f"--config={config}"], {"KUBECONFIG": str(self.cluster.kubeconfig_path)})
+        return self.processes[-1]
 
     def start_tekton(self, controller: Path) -> None:
         env = {

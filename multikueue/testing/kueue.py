@@ -252,12 +252,12 @@ async def queues(
     quota: dict[str, str],
     check: str | None,
     namespace_selector: Object,
+    flavor_spec: Object | None = None,
 ) -> None:
-    """For real Kueue's scheduler: a ResourceFlavor, a ClusterQueue with ``quota`` (resource -> nominal quota) of
-    that flavor and, if given, the admission check, and the LocalQueue in ``namespace`` pointing at it."""
-    await Objects(api, RESOURCE_FLAVORS).create(
-        {"apiVersion": API_VERSION, "kind": "ResourceFlavor", "metadata": {"name": flavor}}
-    )
+    """For real Kueue's scheduler: a ResourceFlavor (``flavor_spec``: node labels, tolerations), a ClusterQueue with
+    ``quota`` (resource -> nominal quota) of that flavor and, if given, the admission check, and the LocalQueue in
+    ``namespace`` pointing at it."""
+    await ensure_flavor(api, flavor, flavor_spec)
     resources = [{"name": name, "nominalQuota": value} for name, value in quota.items()]
     spec: Object = {
         "namespaceSelector": namespace_selector,

@@ -204,7 +204,7 @@ async def test_without_the_webhook_a_suspend_kind_is_held_stopped_on_eviction_an
                          and _held(w), what="held on first sight (the fallback)")  # fmt: skip
         workload = await _workload(api, namespace, created, WIDGET)
         [pod_set] = workload["spec"]["podSets"]
-        assert (pod_set["name"], pod_set["count"], pod_set["template"]) == ("workers", 3, template)
+        assert (pod_set["name"], pod_set["count"], pod_set["template"]) == ("workers", 3, {"metadata": {}, **template})
         name = workload["metadata"]["name"]
 
         await eventually(lambda: kueue.admit(api, name, namespace), what="admit (a conflict retried)")

@@ -110,7 +110,10 @@ dispatcher:
     obj = _run()
     obj["spec"].update(parallelism=4, template=template)
     [pod_set] = workloads.pod_sets(obj, integration)
-    assert (pod_set["count"], pod_set["template"]) == (4, template)
+    # As Kueue's Go structs write it: the ObjectMeta always, empty maps and lists never.
+    assert (pod_set["count"], pod_set["template"]) == (4, {"metadata": {}, **template})
+    obj["spec"]["template"] = {"metadata": {"labels": {}}, "spec": {**template["spec"], "tolerations": []}}
+    assert workloads.pod_sets(obj, integration)[0]["template"] == {"metadata": {}, **template}
     obj["spec"]["parallelism"] = "four"
     with pytest.raises(
         workloads.InvalidObject,

@@ -62,7 +62,7 @@ def test_one_pod_set_per_replicated_job_whatever_their_names_and_number() -> Non
         jobset(job("driver", replicas=1), job("workers", replicas=3, parallelism=2)), integration()
     )
     assert [(p["name"], p["count"]) for p in two] == [("driver", 1), ("workers", 6)]
-    assert two[1]["template"] == TEMPLATE
+    assert two[1]["template"] == {"metadata": {}, **TEMPLATE}
     three = jobset(job("a", replicas=2, parallelism=4, completions=3), job("b"), job("c", replicas=2, completions=5))
     assert [(p["name"], p["count"]) for p in workloads.pod_sets(three, integration())] == [
         ("a", 6),  # completions < parallelism: 2 x min(4, 3)
@@ -166,3 +166,19 @@ def test_index_labels_and_group_counts_come_from_the_configuration() -> None:
     bad = {"metadata": {"annotations": {"kueue.x-k8s.io/podset-unconstrained-topology": "maybe"}}}
     with pytest.raises(workloads.InvalidObject, match="podset-unconstrained-topology must be a boolean"):
         workloads.topology_request(bad, None, {}, "pod set p")
+
+
+def test_the_finished_message_is_the_first_text_at_the_configured_paths() -> None:
+    from multikueue.integration.lifecycle import finished_message
+
+    recipe = integration().model_copy(update={"finished_message": (
+        '.status.conditions[?type=="Completed" && status=="True"].message',
+        '.status.conditions[?type=="Failed" && status=="True"].message',
+    )})  # fmt: skip
+    failed = {"status": {"conditions": [
+        {"type": "StartupPolicyCompleted", "status": "True", "message": "not this one"},
+        {"type": "Completed", "status": "False", "message": "nor this"},
+        {"type": "Failed", "status": "True", "message": "jobset failed: job x failed"}]}}  # fmt: skip
+    assert finished_message(failed, recipe) == "jobset failed: job x failed"
+    assert finished_message({"status": {}}, recipe) == "", "none found: the caller's default"
+    assert finished_message(failed, integration()) == "", "none configured"
