@@ -13,7 +13,7 @@ ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
 COPY wheelhouse/ /wheelhouse/
 RUN python3 -m venv /opt/multikueue
 # Dependencies first, from pyproject.toml and the version module only: this layer is reused until they change.
-COPY pyproject.toml README.md /src/
+COPY pyproject.toml README.md LICENSE /src/
 COPY multikueue/__init__.py /src/multikueue/__init__.py
 RUN set -eu; \
     if ls /wheelhouse/*.whl >/dev/null 2>&1; then echo "--no-index --find-links /wheelhouse" >/pip-index; else : >/pip-index; fi; \

@@ -103,7 +103,7 @@ def build_wheelhouse() -> Path:
         old.unlink()
     _say("pip wheel: the project's dependencies into wheelhouse/ (the image installs them with no index)")
     argv = [sys.executable, "-m", "pip", "wheel", "--quiet", "--wheel-dir", str(wheelhouse)]
-    _run([*argv, str(ROOT), "setuptools>=69", "wheel"], "pip wheel", timeout=900)
+    _run([*argv, str(ROOT), "setuptools>=77"], "pip wheel", timeout=900)  # the build backend pyproject.toml asks for
     for own in wheelhouse.glob("multikueue-*.whl"):
         own.unlink()  # the image installs the project from its source, never from a stale wheel
     stamp.write_text(wanted)
