@@ -8,6 +8,7 @@ import sys
 import threading
 from collections.abc import Awaitable, Callable, Sequence
 from types import FrameType
+from typing import Any
 
 from multikueue import __version__
 from multikueue.testing.binaries import OPTIONAL_KUBERNETES_COMMANDS
@@ -71,6 +72,21 @@ def _build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--context", help="context in --kubeconfig")
     explain.add_argument("--kind", required=True, help="the kind as configured, e.g. PipelineRun.v1.tekton.dev")
     explain.add_argument("object", metavar="NAMESPACE/NAME")
+
+    status = commands.add_parser(
+        "status",
+        help="one run across clusters: its Workload, the workers it may go to, their Kueue, its events, why it waits",
+    )
+    status.add_argument("kind", metavar="KIND", help="the kind as configured, e.g. PipelineRun.v1.tekton.dev")
+    status.add_argument("object", metavar="NAMESPACE/NAME")
+    status.add_argument("--kubeconfig", help="kubeconfig of the manager cluster (default: $KUBECONFIG)")
+    status.add_argument("--context", help="context in --kubeconfig")
+    status.add_argument(
+        "--secrets-namespace",
+        default="multikueue-system",
+        help="where the workers' kubeconfig Secrets are (the configuration's dispatcher.namespace; default: "
+        "multikueue-system). Workers are read only if your own credentials may read those Secrets",
+    )
 
     demo = commands.add_parser(
         "demo", help="three local clusters, the shipped manifests, and one PipelineRun dispatched end to end"
@@ -188,6 +204,56 @@ def _adapter_check(config_path: str, object_path: str, worker_path: str | None) 
     report = check(config, documents["object"], documents.get("worker object"))
     print(report.render(), end="")
     return 1 if report.problems else 0
+
+
+def _manager_kubeconfig(command: str, args: argparse.Namespace) -> tuple[Any, str, str] | None:
+    """(kubeconfig, namespace, name) from the flags, or ``None`` after one line on stderr naming what is wrong."""
+    import os
+    from pathlib import Path
+
+    import yaml
+
+    namespace, _, name = args.object.rpartition("/")
+    if not namespace or not name:
+        print(f"multikueue {command}: give the object as NAMESPACE/NAME, got {args.object!r}", file=sys.stderr)
+        return None
+    path = args.kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
+    try:
+        return yaml.safe_load(Path(path).read_text()), namespace, name
+    except (OSError, yaml.YAMLError) as e:
+        print(f"multikueue {command}: --kubeconfig {path}: {e}", file=sys.stderr)
+        return None
+
+
+def _status(args: argparse.Namespace) -> int:
+    import anyio
+
+    from multikueue import status
+    from multikueue.config import GroupVersionKind
+    from multikueue.kube.client import api_client_from_kubeconfig
+    from multikueue.kube.errors import ApiError, describe
+
+    found = _manager_kubeconfig("status", args)
+    try:
+        gvk = GroupVersionKind.parse(args.kind)
+    except ValueError as e:
+        print(f"multikueue status: KIND {args.kind!r}: {e}", file=sys.stderr)
+        return 2
+    if found is None:
+        return 2
+    kubeconfig, namespace, name = found
+
+    async def main() -> int:
+        async with await api_client_from_kubeconfig(kubeconfig, context=args.context) as api:
+            view = await status.gather(api, gvk, namespace, name, args.secrets_namespace)
+        print(status.render(view))
+        return 0 if view.obj is not None else 1
+
+    try:
+        return anyio.run(main)
+    except (LookupError, ApiError, OSError) as e:
+        print(f"multikueue status: {describe(e) if isinstance(e, ApiError) else e}", file=sys.stderr)
+        return 1
 
 
 def _explain(args: argparse.Namespace) -> int:
@@ -371,6 +437,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _adapter_check(args.config, args.object, args.worker)
         if args.command == "explain":
             return _explain(args)
+        if args.command == "status":
+            return _status(args)
         if args.command == "demo":
             from multikueue import demo as demo_module
 

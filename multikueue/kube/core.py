@@ -48,6 +48,12 @@ async def read_secret(api: ApiClient, namespace: str, name: str) -> Object:
     return result
 
 
+async def events_about(api: ApiClient, namespace: str, names: set[str]) -> list[Object]:
+    """The Events in ``namespace`` whose object is one of ``names``, as plain dicts."""
+    listed = await k8s_client.CoreV1Api(api).list_namespaced_event(namespace)
+    return [api.sanitize_for_serialization(e) for e in listed.items if e.involved_object.name in names]
+
+
 async def write_secret(api: ApiClient, namespace: str, body: Object, *, replace: bool) -> None:
     """Create the Secret, or replace it (``body`` then carries the resourceVersion it replaces)."""
     core = k8s_client.CoreV1Api(api)

@@ -78,6 +78,11 @@ class Objects:
             return None
         return result
 
+    async def items(self, namespace: str | None = None) -> list[Object]:
+        """Every object (in ``namespace``, for a namespaced resource), in one request."""
+        result = await self._method("list")(*self._address(namespace))
+        return list(result.get("items") or [])
+
     async def create(self, body: Object, namespace: str | None = None) -> Object:
         result: Object = await self._method("create")(*self._address(namespace), body)
         return result

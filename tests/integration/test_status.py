@@ -1,0 +1,97 @@
+"""``multikueue status``: one run across clusters on the real bed, as a user runs it (the CLI, a kubeconfig), for
+the waiting cases; a run whose pod really runs is shown on kind (e2e/kind)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import anyio
+import yaml
+from kubernetes_asyncio import client as k8s_client
+
+from multikueue.kube.client import raw_body
+from multikueue.testing import kueue
+from multikueue.testing.accounts import mint_service_account_kubeconfig
+from tests.integration.scenario import Scenario
+
+KIND = "PipelineRun.v1.tekton.dev"
+
+
+async def _status(s: Scenario, kubeconfig: Any, name: str, tmp_path: Path) -> tuple[int, str, str]:
+    """The command as a user runs it: a process, a kubeconfig file."""
+    path = tmp_path / "kubeconfig.yaml"
+    path.write_text(yaml.safe_dump(kubeconfig))
+    argv = [sys.executable, "-m", "multikueue", "status", KIND, f"{s.namespace}/{name}", "--kubeconfig", str(path),
+            "--secrets-namespace", s.namespace]  # fmt: skip
+    with anyio.fail_after(60):
+        done = await anyio.run_process(argv, check=False)
+    return done.returncode, done.stdout.decode(), done.stderr.decode()
+
+
+async def test_status_says_why_a_run_waits_and_where_it_runs(scenario: Scenario, tmp_path: Path) -> None:
+    s = scenario
+    admin = s.bed.cluster("manager").kubeconfig
+    _, workload = await s.submit("asked")
+    wl_name = workload["metadata"]["name"]
+    await s.copied(wl_name)
+    w1, w2 = s.names["worker1"], s.names["worker2"]
+    full = "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default, 1 more needed"
+    await kueue.pending(s.api["worker1"], wl_name, s.namespace, full)
+
+    code, out, _ = await _status(s, admin, "asked", tmp_path)
+    assert code == 0
+    assert f"  why: waiting for a worker's Kueue to admit it: {w1}: {full}; {w2}: not looked at by its Kueue yet" in out
+    assert f"    nominated: {w1}, {w2}" in out or f"    nominated: {w2}, {w1}" in out
+    assert (
+        f"  worker {w1}:\n    Workload copy: not admitted; quota: False Pending: {full}\n    object: not created" in out
+    )
+
+    await kueue.admit(s.api["worker2"], wl_name, s.namespace)
+    await s.check_state(wl_name, state="Ready")
+    code, out, _ = await _status(s, admin, "asked", tmp_path)
+    assert f"  why: admitted on {w2}, running there: no conditions yet" in out
+    assert f"    admitted on: {w2}" in out
+    assert f"manager Workload/{wl_name} Normal" in out, "the manager's Events, merged in"
+    assert f'The workload was admitted on "{w2}"' in out
+
+    code, out, err = await _status(s, admin, "nothing-here", tmp_path)
+    assert (code, err) == (1, "")
+    assert f"why: PipelineRun {s.namespace}/nothing-here does not exist on the manager" in out
+
+
+async def test_status_reads_a_worker_only_when_the_users_own_rbac_allows_its_secret(
+    scenario: Scenario, tmp_path: Path
+) -> None:
+    """A user who may read runs, Workloads, Events and MultiKueueClusters but not the kubeconfig Secrets gets the
+    manager's view, and each worker line says why it is not read."""
+    s = scenario
+    _, workload = await s.submit("mine")
+    await s.copied(workload["metadata"]["name"])
+    rbac: Any = k8s_client.RbacAuthorizationV1Api(s.api["manager"])
+    role = f"status-reader-{s.namespace}"
+    rules = [
+        {"apiGroups": ["tekton.dev"], "resources": ["pipelineruns"], "verbs": ["get"]},
+        {"apiGroups": ["kueue.x-k8s.io"], "resources": ["workloads", "multikueueclusters"], "verbs": ["get", "list"]},
+        {"apiGroups": [""], "resources": ["events"], "verbs": ["list"]},
+    ]
+    await rbac.create_cluster_role(raw_body({"metadata": {"name": role}, "rules": rules}))
+    subject = {"kind": "ServiceAccount", "name": "reader", "namespace": s.namespace}
+    await rbac.create_cluster_role_binding(raw_body({"metadata": {"name": role}, "subjects": [subject],
+                                                     "roleRef": {"apiGroup": "rbac.authorization.k8s.io",
+                                                                 "kind": "ClusterRole", "name": role}}))  # fmt: skip
+    try:
+        reader = await mint_service_account_kubeconfig(s.api["manager"], s.bed.cluster("manager"),
+                                                       namespace=s.namespace, name="reader")  # fmt: skip
+        code, out, _ = await _status(s, reader, "mine", tmp_path)
+        assert code == 0
+        secret = s.names.get("secret1") or ""
+        for worker in ("worker1", "worker2"):
+            line = next(line for line in out.splitlines() if line.startswith(f"  worker {s.names[worker]}:"))
+            assert f"cannot read its Secret {s.namespace}/" in line, out
+            assert "Forbidden" in line, line
+        assert secret == "" or secret in out
+    finally:
+        await rbac.delete_cluster_role_binding(role)
+        await rbac.delete_cluster_role(role)
