@@ -87,6 +87,35 @@ def _build_parser() -> argparse.ArgumentParser:
         help="where the workers' kubeconfig Secrets are (the configuration's dispatcher.namespace; default: "
         "multikueue-system). Workers are read only if your own credentials may read those Secrets",
     )
+    status.add_argument(
+        "--worker-kubeconfig",
+        action="append",
+        default=[],
+        metavar="WORKER=PATH",
+        help="read this worker (its MultiKueueCluster name) with your own kubeconfig instead of its Secret; repeatable",
+    )
+
+    logs_command = commands.add_parser("logs", help="a run's pod logs, from the worker it runs on")
+    logs_command.add_argument("kind", metavar="KIND", help="the kind as configured, e.g. PipelineRun.v1.tekton.dev")
+    logs_command.add_argument("object", metavar="NAMESPACE/NAME")
+    logs_command.add_argument("-f", "--follow", action="store_true", help="keep streaming until the containers end")
+    logs_command.add_argument("-c", "--container", help="only this container of each pod")
+    logs_command.add_argument(
+        "--selector",
+        help="the run's pods on the worker, a label selector ({name}, {namespace} filled in); default: the kind's "
+        "podSelector in the dispatcher's configuration",
+    )
+    logs_command.add_argument("--kubeconfig", help="kubeconfig of the manager cluster (default: $KUBECONFIG)")
+    logs_command.add_argument("--context", help="context in --kubeconfig")
+    logs_command.add_argument(
+        "--secrets-namespace", default="multikueue-system", help="where the workers' kubeconfig Secrets are"
+    )
+    logs_command.add_argument("--worker-kubeconfig", action="append", default=[], metavar="WORKER=PATH",
+                              help="read this worker with your own kubeconfig instead of its Secret")  # fmt: skip
+    logs_command.add_argument("--config-file", help="the dispatcher's configuration (default: its ConfigMap)")
+    logs_command.add_argument("--config-namespace", default="multikueue-system", help="namespace of the ConfigMap")
+    logs_command.add_argument("--config-name", default="multikueue-config", help="name of the ConfigMap")
+    logs_command.add_argument("--config-key", default="controller_manager_config.yaml", help="key in the ConfigMap")
 
     demo = commands.add_parser(
         "demo", help="three local clusters, the shipped manifests, and one PipelineRun dispatched end to end"
@@ -225,6 +254,26 @@ def _manager_kubeconfig(command: str, args: argparse.Namespace) -> tuple[Any, st
         return None
 
 
+def _worker_kubeconfigs(values: list[str]) -> dict[str, Any]:
+    """``WORKER=PATH`` flags → kubeconfig documents by worker; ``ValueError`` naming the flag and value."""
+    from pathlib import Path
+
+    import yaml
+
+    from multikueue.clusters.kubeconfig import validate_kubeconfig
+
+    found = {}
+    for value in values:
+        worker, sep, path = value.partition("=")
+        if not sep or not worker or not path:
+            raise ValueError(f"--worker-kubeconfig: give WORKER=PATH, got {value!r}")
+        try:
+            found[worker] = validate_kubeconfig(Path(path).read_text())
+        except (OSError, ValueError, yaml.YAMLError) as e:
+            raise ValueError(f"--worker-kubeconfig {value}: {e}") from None
+    return found
+
+
 def _status(args: argparse.Namespace) -> int:
     import anyio
 
@@ -236,8 +285,9 @@ def _status(args: argparse.Namespace) -> int:
     found = _manager_kubeconfig("status", args)
     try:
         gvk = GroupVersionKind.parse(args.kind)
+        workers = _worker_kubeconfigs(args.worker_kubeconfig)
     except ValueError as e:
-        print(f"multikueue status: KIND {args.kind!r}: {e}", file=sys.stderr)
+        print(f"multikueue status: {e}", file=sys.stderr)
         return 2
     if found is None:
         return 2
@@ -245,7 +295,7 @@ def _status(args: argparse.Namespace) -> int:
 
     async def main() -> int:
         async with await api_client_from_kubeconfig(kubeconfig, context=args.context) as api:
-            view = await status.gather(api, gvk, namespace, name, args.secrets_namespace)
+            view = await status.gather(api, gvk, namespace, name, args.secrets_namespace, workers)
         print(status.render(view))
         return 0 if view.obj is not None else 1
 
@@ -253,6 +303,65 @@ def _status(args: argparse.Namespace) -> int:
         return anyio.run(main)
     except (LookupError, ApiError, OSError) as e:
         print(f"multikueue status: {describe(e) if isinstance(e, ApiError) else e}", file=sys.stderr)
+        return 1
+
+
+async def _pod_selector(api: Any, args: argparse.Namespace, gvk: Any) -> str:
+    """``--selector``, else the kind's ``podSelector`` in the dispatcher's configuration (file or ConfigMap)."""
+    import anyio
+
+    from multikueue.config import parse_configuration
+    from multikueue.kube import core
+    from multikueue.podlogs import LogsUnavailable
+
+    if args.selector:
+        return str(args.selector)
+    where = args.config_file or f"ConfigMap {args.config_namespace}/{args.config_name}"
+    try:
+        if args.config_file:
+            text = await anyio.Path(args.config_file).read_text()
+        else:
+            text = (await core.config_map_data(api, args.config_namespace, args.config_name))[args.config_key]
+        selector = parse_configuration(text).adapter(gvk).pod_selector
+    except Exception as e:  # unreadable, absent or invalid: the same answer, naming where and why
+        raise LogsUnavailable(f"no pod selector: cannot read the configuration ({where}): {e}; give --selector") from e
+    if not selector:
+        raise LogsUnavailable(f"no podSelector for {args.kind} in the configuration ({where}); give --selector")
+    return selector
+
+
+def _logs(args: argparse.Namespace) -> int:
+    import anyio
+
+    from multikueue import podlogs, status
+    from multikueue.config import GroupVersionKind
+    from multikueue.kube.client import api_client_from_kubeconfig
+    from multikueue.kube.errors import ApiError, describe
+
+    found = _manager_kubeconfig("logs", args)
+    try:
+        gvk = GroupVersionKind.parse(args.kind)
+        workers = _worker_kubeconfigs(args.worker_kubeconfig)
+    except ValueError as e:
+        print(f"multikueue logs: {e}", file=sys.stderr)
+        return 2
+    if found is None:
+        return 2
+    kubeconfig, namespace, name = found
+
+    async def main() -> int:
+        async with await api_client_from_kubeconfig(kubeconfig, context=args.context) as api:
+            selector = await _pod_selector(api, args, gvk)
+            view = await status.gather(api, gvk, namespace, name, args.secrets_namespace, workers)
+            request = podlogs.Request(namespace, name, selector, args.container, args.follow)
+            await podlogs.stream(api, view, request, lambda line: print(line, flush=True), workers,
+                                 args.secrets_namespace)  # fmt: skip
+        return 0
+
+    try:
+        return anyio.run(main)
+    except (LookupError, ApiError, OSError) as e:
+        print(f"multikueue logs: {describe(e) if isinstance(e, ApiError) else e}", file=sys.stderr)
         return 1
 
 
@@ -439,6 +548,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _explain(args)
         if args.command == "status":
             return _status(args)
+        if args.command == "logs":
+            return _logs(args)
         if args.command == "demo":
             from multikueue import demo as demo_module
 

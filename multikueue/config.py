@@ -515,6 +515,9 @@ class Adapter(ExternalFramework):
     mode: Literal["Kueue", "Direct"] = "Kueue"
     placement: Placement = Placement()
     integration: Integration | None = None  # off: the kind's own integration (e.g. tekton-kueue) makes Workloads
+    # The run's pods on its worker, for `multikueue logs`: a label selector, {name} and {namespace} filled in
+    # (PipelineRun: tekton.dev/pipelineRun={name}).
+    pod_selector: str | None = None
 
     @classmethod
     def defaults(cls, gvk: GroupVersionKind) -> Adapter:

@@ -9,6 +9,7 @@ Secret. ``why`` and ``render`` are pure: the verdict and the text, from what was
 from __future__ import annotations
 
 import base64
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,8 +54,11 @@ class RunView:
 # ---------------------------------------------------------------------------------------------- reading
 
 
-async def gather(api: ApiClient, gvk: GroupVersionKind, namespace: str, name: str, secrets_namespace: str) -> RunView:
-    """Everything ``status`` shows; a worker that cannot be read says why instead."""
+async def gather(api: ApiClient, gvk: GroupVersionKind, namespace: str, name: str, secrets_namespace: str,
+                 worker_kubeconfigs: Mapping[str, Object] | None = None) -> RunView:  # fmt: skip
+    """Everything ``status`` shows; a worker that cannot be read says why instead. ``worker_kubeconfigs``: the
+    user's own access to some workers, used instead of their Secrets (whose servers may be addresses only the
+    manager's pods reach)."""
     view = RunView(gvk, namespace, name)
     try:
         resource = await discover_resource(api, gvk)
@@ -69,7 +73,8 @@ async def gather(api: ApiClient, gvk: GroupVersionKind, namespace: str, name: st
     names = {name} | ({view.workload["metadata"]["name"]} if view.workload else set())
     view.events = await core.events_about(api, namespace, names)
     for worker in workers_of(view):
-        view.workers.append(await _worker(api, worker, view, names, secrets_namespace))
+        given = (worker_kubeconfigs or {}).get(worker)
+        view.workers.append(await _worker(api, worker, view, names, secrets_namespace, given))
     return view
 
 
@@ -85,9 +90,10 @@ def workers_of(view: RunView) -> list[str]:
     return [placed] if placed else []
 
 
-async def _worker(api: ApiClient, name: str, view: RunView, names: set[str], secrets_namespace: str) -> WorkerView:
+async def _worker(api: ApiClient, name: str, view: RunView, names: set[str], secrets_namespace: str,
+                  given: Object | None) -> WorkerView:  # fmt: skip
     result = WorkerView(name)
-    kubeconfig = await _kubeconfig(api, name, secrets_namespace, result)
+    kubeconfig = given if given is not None else await worker_kubeconfig(api, result, secrets_namespace)
     if kubeconfig is None:
         return result
     try:
@@ -107,8 +113,10 @@ async def _worker(api: ApiClient, name: str, view: RunView, names: set[str], sec
     return result
 
 
-async def _kubeconfig(api: ApiClient, name: str, secrets_namespace: str, result: WorkerView) -> Object | None:
-    """The worker's kubeconfig from its MultiKueueCluster's Secret, read with the user's own credentials."""
+async def worker_kubeconfig(api: ApiClient, result: WorkerView, secrets_namespace: str) -> Object | None:
+    """The worker's kubeconfig from its MultiKueueCluster's Secret, read with the user's own credentials; ``None``
+    with ``result.unreadable`` saying why when it cannot be had."""
+    name = result.name
     cluster = await Objects(api, MULTIKUEUE_CLUSTERS).get(name)
     ref = (((cluster or {}).get("spec") or {}).get("clusterSource") or {}).get("kubeConfig") or {}
     if not ref.get("location"):

@@ -8,6 +8,8 @@ The step image is the Debian base built here (no registry): the example's ``busy
 from __future__ import annotations
 
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -153,6 +155,53 @@ async def test_the_example_runs_its_step_on_a_worker_and_finishes_on_the_manager
     assert children[0]["name"].startswith("kind-hello-echo")
     assert manager_run["status"].get("completionTime")
     await _nothing_left(kind, api, wl, "kind-hello")
+
+
+async def _cli(kind: KindEnvironment, tmp_path: Path, *args: str, timeout: float = 60) -> tuple[int, str, str]:
+    """``multikueue`` as a user on the host runs it: the manager through the suite's kubeconfig, each worker through
+    the user's own kubeconfig (the Secrets' servers are addresses on the clusters' docker network)."""
+    workers = []
+    for worker in WORKERS:
+        path = tmp_path / f"{worker}.kubeconfig"
+        path.write_text(yaml.safe_dump(kind.kubeconfig(worker)))
+        workers += ["--worker-kubeconfig", f"{worker}={path}"]
+    argv = [sys.executable, "-m", "multikueue", *args, "--kubeconfig", str(kind.kubeconfig_path), "--context",
+            "manager", "--secrets-namespace", SYSTEM, *workers]  # fmt: skip
+    with anyio.fail_after(timeout):
+        done = await anyio.run_process(argv, check=False, cwd=ROOT)
+    return done.returncode, done.stdout.decode(), done.stderr.decode()
+
+
+async def test_status_and_logs_show_the_running_step_from_the_manager(
+    kind: KindEnvironment, api: dict[str, ApiClient], tmp_path: Path
+) -> None:
+    """`multikueue status` and `multikueue logs` (the pod selector from the deployed ConfigMap) on a step that
+    really runs: where it runs and its output, without a look at the worker; `logs -f` ends when the step does."""
+    run = "kind-asked"
+    _, wl = await _submit(api, run, script='#!/bin/sh\necho "the step says hello"\nsleep 15\n')
+    winner = await _placed(kind, api, wl)
+    await eventually(lambda: _pods(kind, winner, run), until=_step_started, timeout=180, interval=0.2,
+                     what=f"the step container of {run} started on {winner}")  # fmt: skip
+    what = ("PipelineRun.v1.tekton.dev", f"{NAMESPACE}/{run}")
+    code, out, err = await _cli(kind, tmp_path, "status", *what)
+    assert code == 0, err
+    assert f"  why: admitted on {winner}, running there: Succeeded=Unknown (Running)" in out, out
+    assert f"  worker {winner}:\n    Workload copy: admitted; quota: True QuotaReserved" in out, out
+
+    async def logs() -> str:
+        code, out, err = await _cli(kind, tmp_path, "logs", *what, "--container", "step-echo")
+        assert code == 0, err
+        return out
+
+    assert (await eventually(logs, until=lambda out: "the step says hello" in out, timeout=60)).strip() == (
+        "the step says hello")  # fmt: skip
+    code, out, err = await _cli(kind, tmp_path, "logs", *what, "-f", "--container", "step-echo", timeout=120)
+    assert (code, out.strip()) == (0, "the step says hello"), err
+    finished = await _finished(kind, api, wl)
+    assert _condition(finished, "Finished").get("reason") == "Succeeded"
+    code, out, err = await _cli(kind, tmp_path, "status", *what)
+    assert "  why: finished (Succeeded)" in out, out
+    await _nothing_left(kind, api, wl, run)
 
 
 async def test_a_cancel_on_the_manager_stops_the_running_step_on_the_worker(

@@ -4,11 +4,15 @@ caBundle of a MutatingWebhookConfiguration. Errors are ``kube.errors.ApiError`` 
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import Any
 
+import aiohttp
 from kubernetes_asyncio import client as k8s_client
+from kubernetes_asyncio.client.exceptions import ApiException
 
 from multikueue.kube.client import ApiClient, raw_body
+from multikueue.kube.errors import typed
 from multikueue.kube.listwatch import ApiListSource
 
 Object = dict[str, Any]
@@ -52,6 +56,30 @@ async def events_about(api: ApiClient, namespace: str, names: set[str]) -> list[
     """The Events in ``namespace`` whose object is one of ``names``, as plain dicts."""
     listed = await k8s_client.CoreV1Api(api).list_namespaced_event(namespace)
     return [api.sanitize_for_serialization(e) for e in listed.items if e.involved_object.name in names]
+
+
+async def pods(api: ApiClient, namespace: str, selector: str) -> list[Object]:
+    """The pods in ``namespace`` matching the label ``selector``, as plain dicts, oldest first."""
+    listed = await k8s_client.CoreV1Api(api).list_namespaced_pod(namespace, label_selector=selector)
+    found = [api.sanitize_for_serialization(p) for p in listed.items]
+    return sorted(found, key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"]))
+
+
+async def pod_log(api: ApiClient, namespace: str, pod: str, container: str, *, follow: bool) -> AsyncIterator[str]:
+    """One container's log, line by line; with ``follow``, until the container ends (or the caller stops)."""
+    core: Any = k8s_client.CoreV1Api(api)  # the stubs type the preloaded answer (str), not the raw response
+    response = await core.read_namespaced_pod_log(
+        pod, namespace, container=container, follow=follow, _preload_content=False,
+        _request_timeout=aiohttp.ClientTimeout(total=None, sock_connect=10),
+    )  # fmt: skip
+    try:
+        if response.status >= 400:
+            body = await response.read()
+            raise typed(ApiException(status=response.status, reason=body.decode(errors="replace")[:300]))
+        async for line in response.content:
+            yield line.decode(errors="replace").rstrip("\n")
+    finally:
+        response.release()
 
 
 async def write_secret(api: ApiClient, namespace: str, body: Object, *, replace: bool) -> None:

@@ -19,12 +19,13 @@ from tests.integration.scenario import Scenario
 KIND = "PipelineRun.v1.tekton.dev"
 
 
-async def _status(s: Scenario, kubeconfig: Any, name: str, tmp_path: Path) -> tuple[int, str, str]:
+async def _status(s: Scenario, kubeconfig: Any, name: str, tmp_path: Path, command: str = "status",
+                  *extra: str) -> tuple[int, str, str]:  # fmt: skip
     """The command as a user runs it: a process, a kubeconfig file."""
     path = tmp_path / "kubeconfig.yaml"
     path.write_text(yaml.safe_dump(kubeconfig))
-    argv = [sys.executable, "-m", "multikueue", "status", KIND, f"{s.namespace}/{name}", "--kubeconfig", str(path),
-            "--secrets-namespace", s.namespace]  # fmt: skip
+    argv = [sys.executable, "-m", "multikueue", command, KIND, f"{s.namespace}/{name}", "--kubeconfig", str(path),
+            "--secrets-namespace", s.namespace, *extra]  # fmt: skip
     with anyio.fail_after(60):
         done = await anyio.run_process(argv, check=False)
     return done.returncode, done.stdout.decode(), done.stderr.decode()
@@ -95,3 +96,34 @@ async def test_status_reads_a_worker_only_when_the_users_own_rbac_allows_its_sec
     finally:
         await rbac.delete_cluster_role_binding(role)
         await rbac.delete_cluster_role(role)
+
+
+async def test_logs_says_why_there_are_none_yet(scenario: Scenario, tmp_path: Path) -> None:
+    """The waiting cases (the bed runs no pods; a real pod's log is read on kind): not on a worker yet, no pod
+    selector for the kind, no pods there yet. Each one line, exit 1."""
+    s = scenario
+    config = tmp_path / "config.yaml"
+    adapter = {"name": KIND, "podSelector": "tekton.dev/pipelineRun={name}"}
+    config.write_text(yaml.safe_dump({"multiKueue": {"externalFrameworks": [{"name": KIND}]},
+                                      "dispatcher": {"adapters": [adapter]}}))  # fmt: skip
+    admin = s.bed.cluster("manager").kubeconfig
+    _, workload = await s.submit("logged")
+    wl_name = workload["metadata"]["name"]
+    await s.copied(wl_name)
+
+    code, out, err = await _status(s, admin, "logged", tmp_path, "logs", "--config-file", str(config))
+    assert (code, out) == (1, "")
+    assert err.startswith("multikueue logs: not running on a worker yet: waiting for a worker's Kueue to admit it"), err
+
+    await kueue.admit(s.api["worker1"], wl_name, s.namespace)
+    await s.check_state(wl_name, state="Ready")
+    code, out, err = await _status(s, admin, "logged", tmp_path, "logs")
+    assert code == 1
+    assert err.startswith("multikueue logs: no pod selector: cannot read the configuration (ConfigMap "
+                          "multikueue-system/multikueue-config): "), err  # fmt: skip
+    assert err.endswith("; give --selector\n"), err
+    code, out, err = await _status(s, admin, "logged", tmp_path, "logs", "--config-file", str(config))
+    assert code == 1
+    assert err == (f"multikueue logs: no pods of PipelineRun {s.namespace}/logged on worker {s.names['worker1']} "
+                   f"(selector tekton.dev/pipelineRun=logged): admitted on {s.names['worker1']}, running there: no "
+                   "conditions yet\n"), err  # fmt: skip

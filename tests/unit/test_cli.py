@@ -33,3 +33,28 @@ def test_run_refuses_a_connection_bound_below_one(capsys: pytest.CaptureFixture[
         main(["run", "--max-connections", "0"])
     assert e.value.code == 2
     assert "--max-connections: must be at least 1, got 0" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (
+            ["status", "PipelineRun.v1.tekton.dev", "no-slash"],
+            "multikueue status: give the object as NAMESPACE/NAME, got 'no-slash'",
+        ),
+        (["status", "PipelineRun", "ns/run"], "multikueue status: "),
+        (
+            ["status", "PipelineRun.v1.tekton.dev", "ns/run", "--worker-kubeconfig", "worker1"],
+            "multikueue status: --worker-kubeconfig: give WORKER=PATH, got 'worker1'",
+        ),
+        (
+            ["status", "PipelineRun.v1.tekton.dev", "ns/run", "--worker-kubeconfig", "worker1=/nonexistent/kc"],
+            "multikueue status: --worker-kubeconfig worker1=/nonexistent/kc: [Errno 2] No such file or directory",
+        ),
+    ],
+)
+def test_status_refuses_bad_input_in_one_line(argv: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(said), err
+    assert len(err.strip().splitlines()) == 1, err
