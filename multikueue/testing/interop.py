@@ -243,6 +243,16 @@ def jobset_binary(progress: Progress = _quiet) -> Path:
     return _go_build("JobSet", source.module, source.module, source.version, target, progress)
 
 
+HELM_VERSION = "v3.22.0"
+
+
+def helm_binary(progress: Progress = _quiet) -> Path:
+    """Helm's CLI, built once from its module (the chart's lint, template and install in the tests)."""
+    target = cache_root() / "interop" / f"helm-{HELM_VERSION}" / "helm"
+    ldflags = f"-s -w -X helm.sh/helm/v3/internal/version.version={HELM_VERSION}"
+    return _go_build("Helm", "helm.sh/helm/v3", "helm.sh/helm/v3/cmd/helm", HELM_VERSION, target, progress, ldflags)
+
+
 def kwok_binary(progress: Progress = _quiet) -> Path:
     target = cache_root() / "interop" / f"kwok-{KWOK_VERSION}" / "kwok"
     return _go_build("kwok", "sigs.k8s.io/kwok", "sigs.k8s.io/kwok/cmd/kwok", KWOK_VERSION, target, progress)
