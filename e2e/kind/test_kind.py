@@ -327,6 +327,48 @@ async def test_the_leader_pod_deleted_mid_dispatch_loses_and_duplicates_no_run(
         await _nothing_left(kind, api, workloads[name], name)
 
 
+async def test_the_helm_chart_installs_dispatches_and_uninstalls_leaving_nothing(
+    kind: KindEnvironment, api: dict[str, ApiClient]
+) -> None:
+    """The chart in place of the kustomize deployment (the workers' Secrets and MultiKueueClusters stay): installed
+    with Helm built from its module, a run dispatched and finished, uninstalled with nothing of it left."""
+    from e2e.wiring import apply_manifests
+    from multikueue.testing.interop import helm_binary
+
+    helm = [str(helm_binary()), "--kubeconfig", str(kind.kubeconfig_path), "--kube-context", "manager", "-n", SYSTEM]
+    namespaced = ["deployment/multikueue-controller", "configmap/multikueue-config", "service/multikueue-metrics",
+                  "serviceaccount/multikueue-controller", "role/multikueue-controller",
+                  "rolebinding/multikueue-controller"]  # fmt: skip
+    cluster_wide = ["clusterrole/multikueue-controller", "clusterrolebinding/multikueue-controller"]
+
+    async def run(*argv: str, timeout: float = 360) -> str:
+        with anyio.fail_after(timeout):
+            done = await anyio.run_process(list(argv), check=False, cwd=ROOT)
+        assert done.returncode == 0, f"{' '.join(argv)}:\n{done.stdout.decode()}{done.stderr.decode()}"
+        return done.stdout.decode()
+
+    await anyio.to_thread.run_sync(lambda: kind.run_kubectl("manager", "-n", SYSTEM, "delete", "--wait=true",
+                                                            *namespaced, *cluster_wide))  # fmt: skip
+    try:
+        config = ROOT / "examples" / "tekton" / "adapter-config.yaml"
+        await run(*helm, "install", "multikueue", str(ROOT / "charts" / "multikueue"), "--wait", "--timeout", "5m",
+                  "--set-file", f"managerConfig.controllerManagerConfigYaml={config}")  # fmt: skip
+        _, wl = await _submit(api, "kind-helm")
+        finished = await _finished(kind, api, wl)
+        assert _condition(finished, "Finished").get("reason") == "Succeeded"
+        await _nothing_left(kind, api, wl, "kind-helm")
+        await run(*helm, "uninstall", "multikueue", "--wait", "--timeout", "5m")
+        query = ("-n", SYSTEM, "get", *namespaced, *cluster_wide, "--ignore-not-found", "-o", "name")
+        left = await anyio.to_thread.run_sync(lambda: kind.run_kubectl("manager", *query))
+        assert left.strip() == "", f"left behind by helm uninstall:\n{left}"
+        pods = ("-n", SYSTEM, "get", "pods", "-l", "app.kubernetes.io/name=multikueue", "-o", "name")
+        await eventually(lambda: anyio.to_thread.run_sync(lambda: kind.run_kubectl("manager", *pods)),
+                         until=lambda out: out.strip() == "", timeout=120, what="the chart's pods gone")  # fmt: skip
+    finally:  # the kustomize deployment back, as the suite's other scenarios expect it
+        await anyio.to_thread.run_sync(lambda: apply_manifests(kind))
+        await anyio.to_thread.run_sync(kind.start_dispatcher)
+
+
 def test_the_hosts_kernel_settings_are_unchanged(kind: KindEnvironment) -> None:
     """kubelet writes non-namespaced settings; the node image's guard keeps them inside the nodes. Last in this
     module: every scenario above has run kubelets on three nodes by now."""
