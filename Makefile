@@ -26,6 +26,8 @@ typecheck: $(VENV)/.installed
 binaries: $(VENV)/.installed
 	@echo "==> kube-apiserver, kubectl and etcd (KUBEBUILDER_ASSETS, the cache, or a build from the Go module proxy)"
 	$(BIN)/multikueue testbed binaries
+	@echo "==> helm (the chart's tests; built once from its Go module into the cache)"
+	$(BIN)/python -c "from multikueue.testing.interop import helm_binary; print(helm_binary(print))"
 
 pytest: $(VENV)/.installed
 	@echo "==> pytest"
