@@ -26,8 +26,9 @@ typecheck: $(VENV)/.installed
 binaries: $(VENV)/.installed
 	@echo "==> kube-apiserver, kubectl and etcd (KUBEBUILDER_ASSETS, the cache, or a build from the Go module proxy)"
 	$(BIN)/multikueue testbed binaries
-	@echo "==> helm (the chart's tests; built once from its Go module into the cache)"
+	@echo "==> helm, promtool and prometheus (the chart's and the monitoring's tests; built once from their Go modules)"
 	$(BIN)/python -c "from multikueue.testing.interop import helm_binary; print(helm_binary(print))"
+	$(BIN)/python -c "from multikueue.testing.interop import prometheus_binary as p; print(p('promtool', print), p('prometheus', print))"
 
 pytest: $(VENV)/.installed
 	@echo "==> pytest"

@@ -19,7 +19,7 @@ from multikueue.clusters.connections import discover_later
 from multikueue.clusters.reconciler import ClusterReconciler
 from multikueue.clusters.worker import Worker
 from multikueue.config import ConfigError, Configuration, GroupVersionKind, parse_configuration
-from multikueue.dispatch.direct import DirectKey, DirectReconciler
+from multikueue.dispatch.direct import DirectKey, DirectReconciler, waits_for_a_fit
 from multikueue.dispatch.reconciler import WorkloadReconciler
 from multikueue.integration.reconciler import IntegrationController
 from multikueue.integration.webhook import WebhookServer
@@ -390,6 +390,7 @@ class Controllers:
         tg.start_soon(self.workload_reconciler.writes.run)
         self.direct_reconciler = DirectReconciler(config, api, self.direct_kinds, clusters, self._connections,
                                                   self.direct_controller.enqueue, self.metrics)  # fmt: skip
+        self.metrics.waiting.count = self._waiting_for_a_worker
 
     async def _start_controllers(self, tg: anyio.abc.TaskGroup, missing: list[GroupVersionKind]) -> None:
         config = self.config
@@ -410,6 +411,14 @@ class Controllers:
         tg.start_soon(self.workload_controller.run)
         if config.multi_kueue.gc_interval > 0:
             tg.start_soon(self._collect_garbage_forever)
+
+    def _waiting_for_a_worker(self) -> dict[str, int]:
+        """Runs no worker can take now, by mode (the ``multikueue_runs_waiting_for_a_worker`` gauge)."""
+        kueue = self.workload_reconciler.waiting_for_a_fit() if self.workload_reconciler is not None else 0
+        direct = sum(
+            waits_for_a_fit(obj) for informer, _ in self.direct_kinds.values() for obj in informer.items()
+        )  # fmt: skip
+        return {"Kueue": kueue, "Direct": direct}
 
     def _connections(self) -> dict[str, Worker]:
         """The workers as the dispatch code sees them (``clusters.worker.Worker``), by MultiKueueCluster name."""

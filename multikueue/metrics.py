@@ -11,15 +11,37 @@ from collections.abc import Callable
 
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
 
 # Seconds: dispatch goes through several API round trips; status sync should stay well under a second.
 _LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
+
+
+class _Waiting(Collector):
+    """``multikueue_runs_waiting_for_a_worker{mode}``, counted from the caches when scraped."""
+
+    def __init__(self) -> None:
+        self.count: Callable[[], dict[str, int]] = dict
+
+    def collect(self) -> list[GaugeMetricFamily]:
+        family = GaugeMetricFamily(
+            "multikueue_runs_waiting_for_a_worker",
+            "Runs no worker can take now: every nominated worker's Kueue cannot fit the copy (mode Kueue), or no "
+            "worker fits the placement (mode Direct).",
+            labels=["mode"],
+        )
+        for mode, count in sorted(self.count().items()):
+            family.add_metric([mode], count)
+        return [family]
 
 
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
+        self.waiting = _Waiting()  # the controllers set ``waiting.count``
+        r.register(self.waiting)
         self.workloads_dispatched = Counter(
             "multikueue_workloads_dispatched_total",
             "Workload copies created on workers (Kueue's name).",
@@ -107,6 +129,8 @@ class Metrics:
     def started(self, controller: str, waited: float, depth: int) -> None:
         self.queue_wait.labels(controller).observe(waited)
         self.queue_depth.labels(controller).set(depth)
+        # A zero series from the first reconcile on: rate() and the alert see the controller before it first fails.
+        self.reconcile_errors.labels(controller)
 
     def failed(self, controller: str) -> None:
         self.reconcile_errors.labels(controller).inc()

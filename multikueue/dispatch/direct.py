@@ -49,6 +49,7 @@ Object = dict[str, Any]
 DirectKey = tuple[GroupVersionKind, ObjectKey]
 CONDITION = "MultiKueuePlacement"
 PLACED, FINISHED, FAILED = "Placed", "Finished", "Failed"
+NO_WORKER_FITS = "NoWorkerFits"
 
 
 def notes_of(obj: Object) -> dict[str, str]:
@@ -74,6 +75,12 @@ def avoided(obj: Object) -> dict[str, str]:
     except ValueError:
         return {}
     return {str(k): str(v) for k, v in value.items()} if isinstance(value, dict) else {}
+
+
+def waits_for_a_fit(obj: Object) -> bool:
+    """Its placement says no worker fits it now."""
+    record = placement_record(obj) or {}
+    return record.get("status") == "False" and record.get("reason") == NO_WORKER_FITS
 
 
 class DirectReconciler:
@@ -176,7 +183,7 @@ class DirectReconciler:
             )
             if decision.worker is None:
                 self.waiting[gvk].add(okey)
-                await self._tell(gvk, obj, "False", "NoWorkerFits", decision.message, event_type="Warning")
+                await self._tell(gvk, obj, "False", NO_WORKER_FITS, decision.message, event_type="Warning")
                 return Result()  # woken when capacity frees or a worker changes
             obj = await self._annotate(gvk, obj, {PLACEMENT_WORKER: decision.worker, PLACEMENT_PHASE: PLACED})
         self.waiting[gvk].discard(okey)

@@ -455,6 +455,19 @@ class WorkloadReconciler:
                 raise LookupError(f"{e} on the manager cluster") from None
         return self.manager_resources[gvk]
 
+    def waiting_for_a_fit(self) -> int:
+        """How many runs no nominated worker's Kueue can fit now (read from the caches: for the metrics)."""
+        workers, count = self.connections(), 0
+        for workload in self.workloads.items():
+            found = self._our_check(workload)
+            nominated = ((workload.get("status") or {}).get("nominatedClusterNames")) or []
+            if found is None or not nominated:
+                continue
+            key = ObjectKey.of(workload)
+            copies = [w.workload(key) if (w := workers.get(c)) is not None else None for c in nominated]
+            count += wl.waits_for_a_fit(workload, found[1], copies)
+        return count
+
     def _our_check(self, workload: Object) -> tuple[str, Object, list[str]] | None:
         """The first admission check on the Workload whose AdmissionCheck names this controller."""
         for name in wl.check_names(workload):

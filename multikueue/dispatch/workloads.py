@@ -127,3 +127,15 @@ def earliest_true(workloads: dict[str, Object], condition_type: str) -> tuple[st
         return None
     _, cluster, found = min(candidates, key=lambda c: (c[0], c[1]))
     return cluster, found
+
+
+def waits_for_a_fit(workload: Object, state: Object, copies: list[Object | None]) -> bool:
+    """Quota held on the manager, the check still Pending, and every nominated worker's Kueue unable to fit its copy
+    (``QuotaReserved=False``, reason ``Pending``): the run waits for room somewhere (the alert's signal)."""
+    if state.get("state") != PENDING or not is_true(workload, QUOTA_RESERVED) or not copies:
+        return False
+    for worker_copy in copies:
+        reserved = condition(worker_copy, QUOTA_RESERVED) or {}
+        if reserved.get("status") != "False" or reserved.get("reason") != "Pending":
+            return False
+    return True

@@ -253,6 +253,16 @@ def helm_binary(progress: Progress = _quiet) -> Path:
     return _go_build("Helm", "helm.sh/helm/v3", "helm.sh/helm/v3/cmd/helm", HELM_VERSION, target, progress, ldflags)
 
 
+PROMETHEUS_VERSION = "v0.316.0"  # the Go module's version of Prometheus 3.x
+
+
+def prometheus_binary(program: str, progress: Progress = _quiet) -> Path:
+    """Prometheus' ``prometheus`` or ``promtool``, built once from its module (the monitoring tests)."""
+    target = cache_root() / "interop" / f"prometheus-{PROMETHEUS_VERSION}" / program
+    module = "github.com/prometheus/prometheus"
+    return _go_build(f"Prometheus {program}", module, f"{module}/cmd/{program}", PROMETHEUS_VERSION, target, progress)
+
+
 def kwok_binary(progress: Progress = _quiet) -> Path:
     target = cache_root() / "interop" / f"kwok-{KWOK_VERSION}" / "kwok"
     return _go_build("kwok", "sigs.k8s.io/kwok", "sigs.k8s.io/kwok/cmd/kwok", KWOK_VERSION, target, progress)

@@ -86,6 +86,13 @@ async def test_the_chart_with_the_integration_renders_what_config_integration_re
         assert _comparable(chart[key]) == _comparable(doc), key
 
 
+async def test_the_charts_service_monitor_is_config_monitorings(helm: Path, testbed: TestBed) -> None:
+    chart = await _template(helm, "--set", "metrics.serviceMonitor.enabled=true")
+    kustomize = await _kustomize(testbed, "monitoring")
+    key = ("ServiceMonitor", "multikueue")
+    assert _comparable(chart[key]) == _comparable(kustomize[key])
+
+
 async def test_the_generated_rbac_follows_the_configured_kinds(helm: Path, tmp_path: Path) -> None:
     config = {"multiKueue": {"externalFrameworks": [{"name": "JobSet.v1alpha2.jobset.x-k8s.io"},
                                                     {"name": "Policy.v1.example.com"}]}}  # fmt: skip

@@ -55,3 +55,19 @@ def test_earliest_true_picks_the_first_transition() -> None:
     assert found is not None
     assert found[0] == "w2"
     assert wl.earliest_true({"w3": {"status": {}}}, wl.ADMITTED) is None
+
+
+def test_a_run_waits_for_a_fit_only_when_every_nominated_workers_kueue_cannot_fit_it() -> None:
+    def made(*conditions: dict[str, str]) -> dict[str, object]:
+        return {"status": {"conditions": list(conditions)}}
+
+    reserved = {"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved"}
+    no_fit = made({"type": "QuotaReserved", "status": "False", "reason": "Pending"})
+    pending = {"state": "Pending"}
+    assert wl.waits_for_a_fit(made(reserved), pending, [no_fit, no_fit])
+    assert not wl.waits_for_a_fit(made(reserved), pending, [no_fit, made(reserved)]), "one worker fits it"
+    assert not wl.waits_for_a_fit(made(reserved), pending, [no_fit, None]), "a copy not seen is not a refusal"
+    assert not wl.waits_for_a_fit(made(reserved), pending, [no_fit, made()]), "its Kueue has not looked yet"
+    assert not wl.waits_for_a_fit(made(), pending, [no_fit]), "no quota on the manager: Kueue's wait"
+    assert not wl.waits_for_a_fit(made(reserved), {"state": "Ready"}, [no_fit]), "already admitted somewhere"
+    assert not wl.waits_for_a_fit(made(reserved), pending, []), "not nominated yet"
