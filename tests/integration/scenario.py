@@ -22,7 +22,7 @@ from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects, Resource
 from multikueue.runtime.informer import ObjectKey
 from multikueue.testing import TestBed, kueue
-from multikueue.testing.objects import pipelinerun
+from multikueue.testing.objects import pipelinerun, running_status
 from multikueue.testing.waiting import eventually, wait_until
 
 CONTROLLER = "multikueue.x-k8s.io/external-dispatcher"
@@ -70,6 +70,18 @@ class Scenario:
             self.api["manager"], workload["metadata"]["name"], self.namespace, checks=[self.names["check"]]
         )
         return obj, workload
+
+    async def run_to_the_end(self, name: str, worker: str) -> str:
+        """A run dispatched, admitted on ``worker``, its status mirrored, finished there; its Workload's name."""
+        _, workload = await self.submit(name)
+        wl_name: str = workload["metadata"]["name"]
+        await self.copied(wl_name)
+        await kueue.admit(self.api[worker], wl_name, self.namespace)
+        await self.wait(self.runs(worker), name, lambda r: r is not None, f"the run on {worker}")
+        await self.runs(worker).patch_status(name, {"status": running_status(name)}, self.namespace)
+        await self.wait(self.runs("manager"), name, lambda r: "status" in r, "status mirrored")
+        await kueue.finish(self.api[worker], wl_name, self.namespace)
+        return wl_name
 
     async def get(self, objects: Objects, name: str) -> Any:
         found = await objects.get(name, self.namespace)

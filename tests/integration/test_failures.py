@@ -367,14 +367,7 @@ async def test_every_documented_metric_is_exported_once_what_it_counts_happens(s
         what="reconcile errors counted",
     )
     # A run dispatched, mirrored and finished; another evicted on its worker (sent for re-admission).
-    _, done = await s.submit("measured")
-    done_name = done["metadata"]["name"]
-    await s.copied(done_name)
-    await kueue.admit(s.api["worker1"], done_name, s.namespace)
-    await s.wait(s.runs("worker1"), "measured", lambda r: r is not None, "run on worker1")
-    await s.runs("worker1").patch_status("measured", {"status": running_status("measured")}, s.namespace)
-    await s.wait(s.runs("manager"), "measured", lambda r: "status" in r, "status mirrored")
-    await kueue.finish(s.api["worker1"], done_name, s.namespace)
+    done_name = await s.run_to_the_end("measured", "worker1")
     _, evicted = await s.submit("evicted")
     evicted_name = evicted["metadata"]["name"]
     await s.copied(evicted_name)

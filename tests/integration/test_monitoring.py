@@ -19,7 +19,6 @@ import yaml
 
 from multikueue.testing import kueue
 from multikueue.testing.interop import prometheus_binary
-from multikueue.testing.objects import running_status
 from multikueue.testing.testbed import free_port
 from multikueue.testing.waiting import eventually
 from tests.integration.scenario import Scenario
@@ -102,14 +101,7 @@ async def test_a_real_prometheus_finds_data_for_every_alert_and_dashboard_expres
     s = scenario
     # Something to measure: a run dispatched, admitted, its status mirrored, finished; then a worker's API server
     # gone for a moment (failed requests to it).
-    _, workload = await s.submit("watched")
-    wl_name = workload["metadata"]["name"]
-    await s.copied(wl_name)
-    await kueue.admit(s.api["worker2"], wl_name, s.namespace)
-    await s.wait(s.runs("worker2"), "watched", lambda r: r is not None, "the run on worker2")
-    await s.runs("worker2").patch_status("watched", {"status": running_status("watched")}, s.namespace)
-    await s.wait(s.runs("manager"), "watched", lambda r: "status" in r, "status mirrored")
-    await kueue.finish(s.api["worker2"], wl_name, s.namespace, reason="Succeeded")
+    wl_name = await s.run_to_the_end("watched", "worker2")
     await s.wait(s.workloads("worker2"), wl_name, lambda w: w is None, "finished and cleaned")
     await eventually(lambda: _answers(prometheus, 'up{job="multikueue"} == 1'), timeout=60, what="scraped")
     # A run no worker's Kueue can fit: counted as waiting for a worker.
