@@ -274,20 +274,23 @@ def _worker_kubeconfigs(values: list[str]) -> dict[str, Any]:
     return found
 
 
-def _status(args: argparse.Namespace) -> int:
+def _run_on_a_run(
+    command: str, args: argparse.Namespace, body: Callable[[Any, Any, str, str, Any], Awaitable[int]]
+) -> int:
+    """``status`` and ``logs``: the flags read (one line and exit 2 when bad), ``body(api, gvk, namespace, name,
+    worker_kubeconfigs)`` run against the manager, a failure said in one line (exit 1)."""
     import anyio
 
-    from multikueue import status
     from multikueue.config import GroupVersionKind
     from multikueue.kube.client import api_client_from_kubeconfig
     from multikueue.kube.errors import ApiError, describe
 
-    found = _manager_kubeconfig("status", args)
+    found = _manager_kubeconfig(command, args)
     try:
         gvk = GroupVersionKind.parse(args.kind)
         workers = _worker_kubeconfigs(args.worker_kubeconfig)
     except ValueError as e:
-        print(f"multikueue status: {e}", file=sys.stderr)
+        print(f"multikueue {command}: {e}", file=sys.stderr)
         return 2
     if found is None:
         return 2
@@ -295,15 +298,24 @@ def _status(args: argparse.Namespace) -> int:
 
     async def main() -> int:
         async with await api_client_from_kubeconfig(kubeconfig, context=args.context) as api:
-            view = await status.gather(api, gvk, namespace, name, args.secrets_namespace, workers)
-        print(status.render(view))
-        return 0 if view.obj is not None else 1
+            return await body(api, gvk, namespace, name, workers)
 
     try:
         return anyio.run(main)
     except (LookupError, ApiError, OSError) as e:
-        print(f"multikueue status: {describe(e) if isinstance(e, ApiError) else e}", file=sys.stderr)
+        print(f"multikueue {command}: {describe(e) if isinstance(e, ApiError) else e}", file=sys.stderr)
         return 1
+
+
+def _status(args: argparse.Namespace) -> int:
+    from multikueue import status
+
+    async def body(api: Any, gvk: Any, namespace: str, name: str, workers: Any) -> int:
+        view = await status.gather(api, gvk, namespace, name, args.secrets_namespace, workers)
+        print(status.render(view))
+        return 0 if view.obj is not None else 1
+
+    return _run_on_a_run("status", args, body)
 
 
 async def _pod_selector(api: Any, args: argparse.Namespace, gvk: Any) -> str:
@@ -331,38 +343,17 @@ async def _pod_selector(api: Any, args: argparse.Namespace, gvk: Any) -> str:
 
 
 def _logs(args: argparse.Namespace) -> int:
-    import anyio
-
     from multikueue import podlogs, status
-    from multikueue.config import GroupVersionKind
-    from multikueue.kube.client import api_client_from_kubeconfig
-    from multikueue.kube.errors import ApiError, describe
 
-    found = _manager_kubeconfig("logs", args)
-    try:
-        gvk = GroupVersionKind.parse(args.kind)
-        workers = _worker_kubeconfigs(args.worker_kubeconfig)
-    except ValueError as e:
-        print(f"multikueue logs: {e}", file=sys.stderr)
-        return 2
-    if found is None:
-        return 2
-    kubeconfig, namespace, name = found
-
-    async def main() -> int:
-        async with await api_client_from_kubeconfig(kubeconfig, context=args.context) as api:
-            selector = await _pod_selector(api, args, gvk)
-            view = await status.gather(api, gvk, namespace, name, args.secrets_namespace, workers)
-            request = podlogs.Request(namespace, name, selector, args.container, args.follow)
-            await podlogs.stream(api, view, request, lambda line: print(line, flush=True), workers,
-                                 args.secrets_namespace)  # fmt: skip
+    async def body(api: Any, gvk: Any, namespace: str, name: str, workers: Any) -> int:
+        selector = await _pod_selector(api, args, gvk)
+        view = await status.gather(api, gvk, namespace, name, args.secrets_namespace, workers)
+        request = podlogs.Request(namespace, name, selector, args.container, args.follow)
+        await podlogs.stream(api, view, request, lambda line: print(line, flush=True), workers,
+                             args.secrets_namespace)  # fmt: skip
         return 0
 
-    try:
-        return anyio.run(main)
-    except (LookupError, ApiError, OSError) as e:
-        print(f"multikueue logs: {describe(e) if isinstance(e, ApiError) else e}", file=sys.stderr)
-        return 1
+    return _run_on_a_run("logs", args, body)
 
 
 def _explain(args: argparse.Namespace) -> int:

@@ -20,7 +20,7 @@ import jsonpatch
 
 from multikueue import jsonpaths
 from multikueue.config import Adapter, Integration, PodsReady, Predicate
-from multikueue.dispatch.adapter import holds
+from multikueue.dispatch.adapter import apply_merge_patch, holds
 from multikueue.integration.podsetinfo import InvalidPodSetInfo, PodSetInfo, apply
 from multikueue.integration.workloads import (
     InvalidObject,
@@ -315,19 +315,6 @@ def suspend_patch(integration: Integration, step: Step) -> Object:
     if step is Step.RUN:
         return _merge(_nested(suspend.path, suspend.run_value), {"metadata": {"annotations": {HELD_ANNOTATION: None}}})
     raise ValueError(f"no object patch for {step}")
-
-
-def apply_merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 applied to a copy: maps merged key by key, ``None`` deletes, anything else replaces."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = apply_merge_patch(result.get(key), value)
-    return result
 
 
 def changed_object(obj: Object, integration: Integration, step: Step, infos: Sequence[PodSetInfo] | None) -> Object:
