@@ -532,6 +532,15 @@ class Adapter(ExternalFramework):
         return self
 
 
+class Shard(_Model):
+    """Several dispatcher deployments splitting one manager's work (docs/scaling.md). Kueue mode needs nothing here:
+    each deployment serves the AdmissionChecks naming its own ``controllerName``. Direct mode: each places only the
+    manager objects whose labels match ``objectSelector``; the deployments' selectors must not overlap and, to leave
+    nothing out, must cover every object (``team in (a,b)`` beside ``team notin (a,b)``)."""
+
+    object_selector: LabelSelector = ""  # on the Direct-mode objects' labels; empty: every object
+
+
 class Dispatcher(_Model):
     """This controller's own settings (not part of Kueue's Configuration)."""
 
@@ -550,6 +559,7 @@ class Dispatcher(_Model):
     # the same document still configures Kueue, whose schema has only `name` there.
     adapters: tuple[Adapter, ...] = ()
     webhook: Webhook | None = None  # served only when set (and some adapter has an integration)
+    shard: Shard = Shard()
 
     @model_validator(mode="after")
     def _unique_adapters(self) -> Dispatcher:

@@ -343,7 +343,9 @@ class Controllers:
         the objects themselves are what this controller places. The reconcilers share these dicts, so a kind whose
         CRD appears after start (found by ``discover_later``) reaches them without a restart."""
         direct = self.config.adapter(gvk).mode == "Direct"
-        informer = self.informers.of(resource)
+        # A shard's Direct-mode objects are selected by the API server: the others are not even cached here.
+        selector = self.config.dispatcher.shard.object_selector if direct else ""
+        informer = self.informers.of(resource, label_selector=selector)
         informer.add_handler(functools.partial(self._on_object, gvk, direct))
         self.kinds[gvk] = (informer, resource)
         self.manager_resources[gvk], self.owners[gvk] = resource, informer

@@ -43,6 +43,7 @@ from multikueue.labels import PLACEMENT_AVOID, PLACEMENT_PHASE, PLACEMENT_RECORD
 from multikueue.metrics import Metrics
 from multikueue.runtime.controller import Result
 from multikueue.runtime.informer import DELETED, Informer, ObjectKey
+from multikueue.selectors import parse as parse_selector
 
 log = structlog.get_logger(__name__)
 Object = dict[str, Any]
@@ -102,6 +103,8 @@ class DirectReconciler:
         self.enqueue = enqueue
         self.metrics = metrics
         self.origin = config.multi_kueue.origin
+        # This deployment's shard (docs/scaling.md): the informers hold only the objects it selects.
+        self.shard = parse_selector(config.dispatcher.shard.object_selector)
         # Every Direct-mode kind configured, served yet or not: ``kinds`` gains one when its CRD appears later.
         direct = [g for g in config.multi_kueue.gvks if config.adapter(g).mode == "Direct"]
         self.adapters = {g: GenericAdapter(g, config.dispatcher.managed_by, config.adapter(g)) for g in direct}
@@ -146,6 +149,8 @@ class DirectReconciler:
         obj = informer.get(okey)
         if obj is None or obj["metadata"].get("deletionTimestamp"):
             last = obj or self.deleted.get(key)
+            if obj is None and last is not None and await self._left_the_shard(gvk, okey, last):
+                last = None  # its copy now belongs to the shard that selects it
             if last is not None:
                 await self._remove_copies(gvk, okey, last)
             self.deleted.pop(key, None)
@@ -305,14 +310,19 @@ class DirectReconciler:
                 await copies.delete(worker, gvk, okey)
 
     async def collect_garbage(self) -> None:
-        """Copies on workers whose manager object is gone, finished, or placed elsewhere."""
+        """Copies on workers whose manager object is gone, finished, or placed elsewhere (another shard's copies,
+        which carry its objects' labels, are left to it)."""
         for name, worker in list(self.connections().items()):
             if not worker.connected:
                 continue
             for gvk in self.kinds:
                 for worker_obj in worker.copies(gvk):
+                    if not self.shard.matches(worker_obj["metadata"].get("labels")):
+                        continue
                     okey = ObjectKey.of(worker_obj)
                     obj = self.kinds[gvk][0].get(okey)
+                    if obj is None and await self._outside_the_shard(gvk, okey) is not None:
+                        continue  # relabelled into another shard since its copy was made
                     wanted = (
                         obj is not None
                         and notes_of(obj).get(PLACEMENT_WORKER) == name
@@ -320,6 +330,29 @@ class DirectReconciler:
                     )
                     if not wanted and await copies.delete(worker, gvk, okey):
                         log.info("orphan copy deleted", cluster=name, kind=gvk.kind, object=str(okey))
+
+    async def _left_the_shard(self, gvk: GroupVersionKind, okey: ObjectKey, last: Object) -> bool:
+        """Missing from the cache, the object may only have been relabelled out of this shard: its copy is then left
+        to the shard that selects it (deleting it would lose the run that shard takes over), and an Event says so."""
+        obj = await self._outside_the_shard(gvk, okey)
+        if obj is None:
+            return False
+        worker = notes_of(obj).get(PLACEMENT_WORKER) or notes_of(last).get(PLACEMENT_WORKER) or "none"
+        message = (f"{gvk.kind} {okey} left this dispatcher's shard (labels no longer match {self.shard.text!r}); "
+                   f"its copy on worker {worker} is left to the shard that selects it")  # fmt: skip
+        log.warning("object left the shard", kind=gvk.kind, object=str(okey), worker=worker)
+        await self._event(gvk, obj, "Normal", "LeftShard", message)
+        return True
+
+    async def _outside_the_shard(self, gvk: GroupVersionKind, okey: ObjectKey) -> Object | None:
+        """The object as the manager has it, if it exists outside this shard's selector (one GET; not sharded:
+        never)."""
+        if not self.shard.requirements:
+            return None
+        obj = await Objects(self.api, self.kinds[gvk][1]).get(okey.name, okey.namespace)
+        if obj is None or obj["metadata"].get("deletionTimestamp") or self.shard.matches(obj["metadata"].get("labels")):
+            return None
+        return obj
 
     # ------------------------------------------------------------------------------------- helpers
 

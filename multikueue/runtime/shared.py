@@ -17,14 +17,16 @@ from multikueue.runtime.informer import Informer
 class SharedInformers:
     def __init__(self, api: ApiClient) -> None:
         self.api = api
-        self._informers: dict[tuple[str, str], Informer] = {}
-        self._started: set[tuple[str, str]] = set()
+        self._informers: dict[tuple[str, str, str], Informer] = {}
+        self._started: set[tuple[str, str, str]] = set()
 
-    def of(self, resource: Resource) -> Informer:
-        """The informer over every object of ``resource`` (all namespaces), made on first use."""
-        key = (resource.group, resource.plural)
+    def of(self, resource: Resource, *, label_selector: str = "") -> Informer:
+        """The informer over the objects of ``resource`` in all namespaces (those ``label_selector`` selects), made
+        on first use."""
+        key = (resource.group, resource.plural, label_selector)
         if (informer := self._informers.get(key)) is None:
-            informer = self._informers[key] = Informer(Objects(self.api, resource).source())
+            source = Objects(self.api, resource).source(label_selector=label_selector or None)
+            informer = self._informers[key] = Informer(source)
         return informer
 
     def start(self, task_group: anyio.abc.TaskGroup) -> list[Informer]:

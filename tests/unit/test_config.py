@@ -63,6 +63,10 @@ def test_own_settings() -> None:
     assert (config.dispatcher.worker_client.qps, config.dispatcher.worker_client.timeout) == (20, 5)
     assert config.dispatcher.worker_client.max_connections == 8
     assert parse_configuration("").dispatcher.worker_client.max_connections == 100
+    assert parse_configuration(
+        "dispatcher: {shard: {objectSelector: 'team in (a,b)'}}"
+    ).dispatcher.shard.object_selector
+    assert parse_configuration("").dispatcher.shard.object_selector == "", "not sharded: every object"
 
 
 @pytest.mark.parametrize(
@@ -86,6 +90,10 @@ def test_own_settings() -> None:
         (
             "dispatcher: {workerClient: {maxConnections: 0}}",
             "dispatcher.workerClient.maxConnections: Input should be greater than or equal to 1 (got 0)",
+        ),
+        (
+            "dispatcher: {shard: {objectSelector: 'team in ()'}}",
+            "dispatcher.shard.objectSelector: label selector 'team in ()': bad value list in 'team in ()'",
         ),
         ("kind: Deployment", "kind: Input should be 'Configuration' (got 'Deployment')"),
         ("[1, 2]", "(document): must be a mapping, got list"),
