@@ -69,9 +69,10 @@ class Counter:
     def mark(self) -> None:
         self.offsets = {n: (p.stat().st_size if (p := self._path(n)).exists() else 0) for n in self.clusters}
 
-    def count(self) -> dict[str, dict[str, dict[str, int]]]:
+    def count(self, *, by_resource: bool = False) -> dict[str, dict[str, dict[str, int]]]:
         """{user: {cluster: {verb: requests}}} since the mark; a request that failed is counted once more under
-        "<verb> <code>" (e.g. "patch 409": conflicts). A partly written last line is left for later."""
+        "<verb> <code>" (e.g. "patch 409": conflicts). ``by_resource``: "<verb> <resource>[/<subresource>]"
+        instead of the verb (the mix bench/ceiling.py replays). A partly written last line is left for later."""
         counts: dict[str, dict[str, dict[str, int]]] = {}
         for name in self.clusters:
             path = self._path(name)
@@ -85,9 +86,19 @@ class Counter:
                     except ValueError:
                         continue
                     verbs = counts.setdefault(event["user"]["username"], {}).setdefault(name, {})
-                    verbs[event["verb"]] = verbs.get(event["verb"], 0) + 1
+                    verb = f"{event['verb']} {_resource(event)}" if by_resource else event["verb"]
+                    verbs[verb] = verbs.get(verb, 0) + 1
                     code = (event.get("responseStatus") or {}).get("code", 0)
                     if code >= 400:
-                        failed = f"{event['verb']} {code}"
+                        failed = f"{verb} {code}"
                         verbs[failed] = verbs.get(failed, 0) + 1
         return counts
+
+
+def _resource(event: dict[str, Any]) -> str:
+    """The resource an audit event is about: ``workloads``, ``workloads/status``, or the path of a non-resource
+    request (``/version``)."""
+    ref = event.get("objectRef") or {}
+    if not ref.get("resource"):
+        return str(event.get("requestURI", "")).split("?", 1)[0]
+    return str(ref["resource"]) + (f"/{ref['subresource']}" if ref.get("subresource") else "")

@@ -362,6 +362,7 @@ async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
         prefix="bench",
         controller_name=MULTIKUEUE_CONTROLLER if args.dispatcher == "kueue" else CHECK_CONTROLLER,
         workers={w: identities[w] for w in workers},
+        in_config=KUEUE_MAX_CLUSTERS,  # Direct mode places on every MultiKueueCluster; the config is not read
     )
     run.check = names["check"]
     if real_kueue is not None:
@@ -457,6 +458,7 @@ async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
             run.submitted = dict.fromkeys(run.submitted, started)
         await progress(lambda: len(run.on_worker), n, "on a worker", timeout=args.timeout)
         dispatched_at = max(t for _, t in run.on_worker.values())
+        dispatch_requests = counter.count(by_resource=True).get(audit.user(NAMESPACE, DISPATCHER_ACCOUNT), {})
         inflight_rss = measured.rss()
         if args.tracemalloc is not None and dispatcher is not None:
             await dispatcher.dump_allocations()
@@ -565,6 +567,9 @@ async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
         "requests_per_object_self_reported": per_object(requests0, requests1, n, by_method=False),
         "requests_per_object_self_reported_by_method": per_object(requests0, requests1, n, by_method=True),
         "placement": placement,
+        # What the dispatcher asked of each cluster until every object was on its worker, by verb and resource
+        # (totals for the N objects): the mix bench/ceiling.py replays.
+        "dispatch_phase_requests": dispatch_requests,
         "objects_created_more_than_once": len(duplicates),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
     }
@@ -645,6 +650,10 @@ def _commit(checkout: Path) -> str:
     return out.stdout.strip()
 
 
+KUEUE_MAX_CLUSTERS = 20
+"""MultiKueueConfig's spec.clusters maxItems in Kueue v0.19.2's CRD."""
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--mode", choices=["kueue", "direct"], default="kueue")
@@ -695,6 +704,9 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--dispatcher kueue runs Kueue mode only, without --faults or --backlog")
     if args.kueue == "real" and args.mode != "kueue":
         parser.error("--kueue real needs --mode kueue")
+    if args.mode == "kueue" and args.workers > KUEUE_MAX_CLUSTERS:
+        parser.error(f"--workers {args.workers}: Kueue's MultiKueueConfig holds at most {KUEUE_MAX_CLUSTERS} clusters "
+                     "(spec.clusters maxItems); --mode direct places on more")  # fmt: skip
     args.kueue_binary = None
     if args.kueue == "real":
         try:

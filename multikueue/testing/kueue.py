@@ -201,9 +201,11 @@ async def multikueue_setup(
     prefix: str,
     workers: dict[str, Object],
     controller_name: str,
+    in_config: int | None = None,
 ) -> dict[str, str]:
-    """Secrets (in ``namespace``), MultiKueueClusters, a MultiKueueConfig and an AdmissionCheck naming
-    ``controller_name``. Cluster-scoped names get ``prefix``; returns the names used."""
+    """Secrets (in ``namespace``), MultiKueueClusters, a MultiKueueConfig (of the first ``in_config`` clusters, or
+    all: Kueue's schema allows 20) and an AdmissionCheck naming ``controller_name``. Cluster-scoped names get
+    ``prefix``; returns the names used."""
     names = {"check": f"{prefix}-ac", "config": f"{prefix}-config"}
     clusters = []
     for worker, kubeconfig in workers.items():
@@ -225,7 +227,7 @@ async def multikueue_setup(
             "apiVersion": API_VERSION,
             "kind": "MultiKueueConfig",
             "metadata": {"name": names["config"]},
-            "spec": {"clusters": clusters},
+            "spec": {"clusters": clusters[:in_config]},
         }
     )
     await Objects(api, ADMISSION_CHECKS).create(
