@@ -1,0 +1,3 @@
+module multikueue.local/bench/ceiling
+
+go 1.26
