@@ -183,6 +183,71 @@ class Dispatcher:
         return {s.labels["cluster"] for s in await self._samples("multikueue_worker_connected") if s.value == 1}
 
 
+class Shards:
+    """``--shards N`` (Direct mode): N dispatcher processes, each placing the objects its ``objectSelector`` selects
+    (docs/scaling.md), measured as one: CPU, RSS and requests summed, connected where all are."""
+
+    def __init__(self, members: list[Dispatcher]) -> None:
+        self.members = members
+
+    @property
+    def peak_rss(self) -> int:
+        """The sum of each one's peak (an upper bound of the peak of their sum)."""
+        return sum(m.peak_rss for m in self.members)
+
+    def start(self) -> None:
+        for m in self.members:
+            m.start()
+
+    def stop(self) -> None:
+        for m in self.members:
+            m.stop()
+
+    def pause(self) -> None:
+        for m in self.members:
+            m.pause()
+
+    def kill(self) -> None:
+        for m in self.members:
+            m.kill()
+
+    def cpu_seconds(self) -> float:
+        return sum(m.cpu_seconds() for m in self.members)
+
+    def each_cpu_seconds(self) -> list[float]:
+        return [m.cpu_seconds() for m in self.members]
+
+    def rss(self) -> int:
+        return sum(m.rss() for m in self.members)
+
+    async def requests(self) -> dict[str, float]:
+        totals: dict[str, float] = {}
+        for m in self.members:
+            for key, value in (await m.requests()).items():
+                totals[key] = totals.get(key, 0.0) + value
+        return totals
+
+    async def queue_wait(self) -> dict[str, dict[str, float]]:
+        return {f"shard{i} {c}": v for i, m in enumerate(self.members) for c, v in (await m.queue_wait()).items()}
+
+    async def connected(self) -> set[str]:
+        sets = [await m.connected() for m in self.members]
+        return set.intersection(*sets) if sets else set()
+
+    async def dump_allocations(self) -> None:
+        raise NotImplementedError("--tracemalloc traces one dispatcher: not with --shards")
+
+
+SHARD_LABEL = "bench.multikueue.x-k8s.io/shard"
+
+
+def shard_selector(k: int, shards: int) -> str:
+    """Shard ``k``'s objects: those labelled ``k``; the last also takes every object the others do not select."""
+    if k < shards - 1:
+        return f"{SHARD_LABEL}={k}"
+    return f"{SHARD_LABEL} notin ({','.join(str(i) for i in range(shards - 1))})"
+
+
 INTEGRATION = {
     "suspend": {"path": ".spec.status", "value": "PipelineRunPending", "stopValue": "StoppedRunFinally"},
     "podSets": [{"name": "pod-set-1", "requests": {"tekton.dev/pipelineruns": "1"}}],
@@ -191,9 +256,11 @@ INTEGRATION = {
 the integration only reads them: what it adds is its caches and its reconciles)."""
 
 
-def configuration(mode: str, namespace: str, *, integration: bool = False) -> str:
+def configuration(mode: str, namespace: str, *, integration: bool = False, shard: str = "") -> str:
     document = yaml.safe_load((ROOT / "config" / "manager" / "config.yaml").read_text())
     document["dispatcher"]["namespace"] = namespace
+    if shard:
+        document["dispatcher"]["shard"] = {"objectSelector": shard}
     adapter: dict[str, Any] = {"name": "PipelineRun.v1.tekton.dev"}
     if mode == "direct":
         finished = {"path": '.status.conditions[?type=="Succeeded"].status', "notIn": ["Unknown"]}
@@ -294,7 +361,7 @@ class Run:
 
     async def submit(self, i: int) -> None:
         name = f"run-{i:05d}"
-        body = pipelinerun(name)
+        body = pipelinerun(name, labels={SHARD_LABEL: str(i % self.args.shards)} if self.args.shards > 1 else None)
         body["spec"]["managedBy"] = kueue.MANAGED_BY
         runs = Objects(self.api["manager"], PIPELINERUNS)
         try:
@@ -369,12 +436,22 @@ async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
         await kueue.queues(run.api["manager"], NAMESPACE, local_queue="user-queue", cluster_queue="bench-cq",
                            flavor="bench-flavor", quota={"cpu": str(2 * n)}, check=names["check"],
                            namespace_selector={})  # fmt: skip
-    dispatcher: Dispatcher | None = None
-    if args.dispatcher == "multikueue":
+    dispatcher: Dispatcher | Shards | None = None
+    if args.dispatcher == "multikueue" and args.shards > 1:
+        members = []
+        for k in range(args.shards):
+            config = configuration(
+                args.mode, system, integration=args.integration, shard=shard_selector(k, args.shards)
+            )
+            (workdir / f"shard{k}").mkdir()
+            members.append(Dispatcher(manager_kubeconfig, config, workdir / f"shard{k}", source=args.source))
+        dispatcher = Shards(members)
+        dispatcher.start()
+    elif args.dispatcher == "multikueue":
         config = configuration(args.mode, system, integration=args.integration)
         dispatcher = Dispatcher(manager_kubeconfig, config, workdir, traced=args.tracemalloc, source=args.source)
         dispatcher.start()
-    measured: Dispatcher | RealKueue = dispatcher or real_kueue  # type: ignore[assignment]
+    measured: Dispatcher | Shards | RealKueue = dispatcher or real_kueue  # type: ignore[assignment]
     for w in workers:
         await eventually(
             lambda w=w: Objects(run.api["manager"], MULTIKUEUE_CLUSTERS).get(names[w]),  # type: ignore[misc]
@@ -392,6 +469,7 @@ async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
     say(f"{args.mode} mode, {len(workers)} workers, {n} objects: dispatcher up, workers connected")
     baseline_rss = measured.rss()
     cpu0 = measured.cpu_seconds()
+    shard_cpu0 = dispatcher.each_cpu_seconds() if isinstance(dispatcher, Shards) else []
     requests0 = await dispatcher.requests() if dispatcher else {}
     # Real Kueue beside this dispatcher (its scheduler and admission checks): its own costs, reported apart.
     beside = real_kueue if dispatcher is not None else None
@@ -497,6 +575,7 @@ async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
                 what=f"nothing left on {w}",
             )
         cpu = measured.cpu_seconds() - cpu0
+        shard_cpu = dispatcher.each_cpu_seconds() if isinstance(dispatcher, Shards) else []
         requests1 = await dispatcher.requests() if dispatcher else {}
         work_queues = await dispatcher.queue_wait() if dispatcher else {}
         measured.rss()
@@ -567,6 +646,8 @@ async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
         "requests_per_object_self_reported": per_object(requests0, requests1, n, by_method=False),
         "requests_per_object_self_reported_by_method": per_object(requests0, requests1, n, by_method=True),
         "placement": placement,
+        "shards": args.shards,
+        "shard_cpu_seconds": [c - c0 for c, c0 in zip(shard_cpu, shard_cpu0, strict=True)],
         # What the dispatcher asked of each cluster until every object was on its worker, by verb and resource
         # (totals for the N objects): the mix bench/ceiling.py replays.
         "dispatch_phase_requests": dispatch_requests,
@@ -622,7 +703,7 @@ async def progress(count: Callable[[], int], total: int, what: str, *, timeout: 
         await anyio.sleep(0.1)
 
 
-async def inject(fault: str, bed: TestBed, dispatcher: Dispatcher, workers: list[str], tg: Any) -> None:
+async def inject(fault: str, bed: TestBed, dispatcher: Dispatcher | Shards, workers: list[str], tg: Any) -> None:
     if fault == "dispatcher":
         say("fault: SIGKILL the dispatcher, start it again")
         dispatcher.kill()
@@ -695,6 +776,9 @@ def main(argv: list[str] | None = None) -> int:
         metavar="DIR",
         help="run the dispatcher from another checkout of this repository (git worktree), for before/after figures",
     )
+    parser.add_argument(
+        "--shards", type=int, default=1, help="Direct mode: this many dispatchers split the objects (docs/scaling.md)"
+    )
     parser.add_argument("--out", type=Path, help="JSON result file (default bench/results/<mode>-w<W>-n<N>.json)")
     args = parser.parse_args(argv)
     args.source_commit = _commit(args.source or ROOT)
@@ -704,6 +788,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error("--dispatcher kueue runs Kueue mode only, without --faults or --backlog")
     if args.kueue == "real" and args.mode != "kueue":
         parser.error("--kueue real needs --mode kueue")
+    if args.shards > 1 and (args.mode != "direct" or args.tracemalloc or args.faults):
+        parser.error("--shards: Direct mode only, without --tracemalloc or --faults")
     if args.mode == "kueue" and args.workers > KUEUE_MAX_CLUSTERS:
         parser.error(f"--workers {args.workers}: Kueue's MultiKueueConfig holds at most {KUEUE_MAX_CLUSTERS} clusters "
                      "(spec.clusters maxItems); --mode direct places on more")  # fmt: skip
@@ -716,6 +802,7 @@ def main(argv: list[str] | None = None) -> int:
             return 3
     suffix = ("-faults" if args.faults else "") + ("-backlog" if args.backlog else "")
     suffix += "-integration" if args.integration else ""
+    suffix += f"-shards{args.shards}" if args.shards > 1 else ""
     if args.kueue == "real":
         suffix += "-kueue-multikueue" if args.dispatcher == "kueue" else "-kueue-core"
     out = args.out or RESULTS / f"{args.mode}-w{args.workers}-n{args.objects}{suffix}.json"

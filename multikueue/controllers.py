@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import aiohttp
 import anyio
@@ -22,7 +22,6 @@ from multikueue.config import ConfigError, Configuration, GroupVersionKind, pars
 from multikueue.dispatch.direct import DirectKey, DirectReconciler, waits_for_a_fit
 from multikueue.dispatch.reconciler import WorkloadReconciler
 from multikueue.integration.reconciler import IntegrationController
-from multikueue.integration.webhook import WebhookServer
 from multikueue.kube import core, events, leader
 from multikueue.kube.client import ApiClient
 from multikueue.kube.discovery import KindMisspelt, KindUnavailable, discover_resource
@@ -39,6 +38,9 @@ from multikueue.metrics import Metrics, http_app, serve
 from multikueue.runtime.controller import Controller, Result
 from multikueue.runtime.informer import DELETED, Informer, ObjectKey
 from multikueue.runtime.shared import SharedInformers
+
+if TYPE_CHECKING:
+    from multikueue.integration.webhook import WebhookServer
 
 log = structlog.get_logger(__name__)
 Object = dict[str, Any]
@@ -498,6 +500,10 @@ class Controllers:
         options = self.config.dispatcher.webhook
         if options is None or self.webhook is not None:
             return None
+        # Imported here: the webhook's certificates need cryptography (~10 MiB resident), which a dispatcher
+        # serving no webhook never loads.
+        from multikueue.integration.webhook import WebhookServer
+
         self.webhook = WebhookServer(options, lambda: self.config.integrations)
         await self.webhook.start(self.api, self.config.dispatcher.namespace)
         return self.webhook

@@ -7,8 +7,6 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 import aiohttp
-import anyio
-from kubernetes_asyncio import watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from multikueue.kube.errors import typed
@@ -44,23 +42,40 @@ class ApiListSource:
         return result
 
     async def watch(self, *, resource_version: str, timeout_seconds: int) -> AsyncIterator[Object]:
+        """The watch's events as they arrive, each line decoded once. kubernetes_asyncio's ``Watch`` is not used:
+        it makes an ``ApiClient`` of its own per watch (a TLS context loading the system's CA bundle and an HTTP
+        session, ~0.8 MiB each, several per worker) and encodes and decodes every event once more."""
         read_timeout = aiohttp.ClientTimeout(connect=10, sock_connect=10, sock_read=timeout_seconds + 15)
-        stream = watch.Watch()
+        response = await self._method(
+            *self._args,
+            **self._filters,
+            watch=True,
+            resource_version=resource_version,
+            allow_watch_bookmarks=True,
+            timeout_seconds=timeout_seconds,
+            _preload_content=False,
+            _request_timeout=read_timeout,
+        )
         try:
-            async for event in stream.stream(
-                self._method,
-                *self._args,
-                **self._filters,
-                resource_version=resource_version,
-                allow_watch_bookmarks=True,
-                timeout_seconds=timeout_seconds,
-                _request_timeout=read_timeout,
-            ):
-                yield {"type": event["type"], "object": event["raw_object"]}
-        except ApiException as e:  # an ERROR event (410 Gone: the history asked for is compacted)
-            raise typed(e) from None
-        finally:
-            # Shielded: a watch cancelled mid-stream (shutdown, kubeconfig rotation) must still release its
-            # response and the HTTP session Watch() opens for itself, or every restart leaks one.
-            with anyio.CancelScope(shield=True):
-                await stream.close()
+            if response.status >= 400:  # _preload_content=False leaves the status check to the caller
+                body = await response.read()
+                raise typed(ApiException(status=response.status, reason=body.decode(errors="replace")[:300]))
+            while line := await response.content.readline():
+                if line.strip():
+                    yield event_of(json.loads(line))
+        except BaseException:
+            # Cancelled or failed mid-stream (shutdown, kubeconfig rotation, a bad line): the connection is closed
+            # at once (no await: safe under cancellation), or every restart would leak one.
+            response.close()
+            raise
+        response.release()  # the server ended the watch: its connection goes back to the pool
+
+
+def event_of(event: Object) -> Object:
+    """A watch event as the informer takes it; an ERROR event (410 Gone: the history asked for is compacted) is
+    raised as the API error it carries."""
+    if event.get("type") == "ERROR":
+        status = event.get("object") or {}
+        reason = f"{status.get('reason')}: {status.get('message')}"
+        raise typed(ApiException(status=int(status.get("code") or 500), reason=reason))
+    return {"type": event["type"], "object": event["object"]}

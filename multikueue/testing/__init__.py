@@ -5,14 +5,33 @@ with TestBed() as bed:                  # builds or finds the binaries, starts e
     bed.cluster("worker1").kubeconfig   # admin kubeconfig (a dict)
 """
 
-from multikueue.testing.binaries import (
-    KUBERNETES_VERSION,
-    Binaries,
-    BinariesUnavailable,
-    BuildFailed,
-    find_binaries,
-)
-from multikueue.testing.testbed import CLUSTERS, MANAGER, WORKERS, Cluster, TestBed, TestBedError
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from multikueue.testing.binaries import (
+        KUBERNETES_VERSION,
+        Binaries,
+        BinariesUnavailable,
+        BuildFailed,
+        find_binaries,
+    )
+    from multikueue.testing.testbed import CLUSTERS, MANAGER, WORKERS, Cluster, TestBed, TestBedError
+
+_BINARIES = ("KUBERNETES_VERSION", "Binaries", "BinariesUnavailable", "BuildFailed", "find_binaries")
+_TESTBED = ("CLUSTERS", "MANAGER", "WORKERS", "Cluster", "TestBed", "TestBedError")
+_HOMES = {**dict.fromkeys(_BINARIES, "binaries"), **dict.fromkeys(_TESTBED, "testbed")}
+
+
+def __getattr__(name: str) -> Any:
+    """The test bed is imported on first use: the controller's command line reads a constant of ``binaries`` and
+    must not load the bed's PKI (cryptography, ~10 MiB resident) for it."""
+    if name in _HOMES:
+        return getattr(importlib.import_module(f"multikueue.testing.{_HOMES[name]}"), name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "CLUSTERS",

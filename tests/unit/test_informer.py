@@ -7,6 +7,7 @@ from typing import Any
 
 import aiohttp
 import anyio
+import pytest
 
 from multikueue.kube.errors import Forbidden, Gone
 from multikueue.runtime.informer import Informer, ObjectKey
@@ -259,3 +260,15 @@ async def test_a_handler_added_to_a_running_informer_first_gets_what_is_cached()
             tg.cancel_scope.cancel()
     assert early == [("ADDED", "a"), ("ADDED", "b"), ("ADDED", "c")]
     assert late == early, "the late handler saw the cached objects, then the rest"
+
+
+def test_a_watch_error_event_is_raised_as_the_api_error_it_carries() -> None:
+    from multikueue.kube.listwatch import event_of
+
+    expired = {"kind": "Status", "code": 410, "reason": "Expired", "message": "too old resource version: 5 (9)"}
+    with pytest.raises(Gone, match="too old resource version") as raised:
+        event_of({"type": "ERROR", "object": expired})
+    assert raised.value.status == 410
+    added = {"type": "ADDED", "object": obj("a", 1)}
+    assert event_of(added) == added
+    assert event_of({"type": "BOOKMARK", "object": obj("", 7)})["type"] == "BOOKMARK"
