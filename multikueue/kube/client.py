@@ -8,7 +8,7 @@ client fills in a default for every call that does not set its own; watches pass
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
@@ -127,6 +127,20 @@ class ApiClient(k8s_client.ApiClient):
             if self.on_error is not None:
                 self.on_error("connection")
             raise
+
+
+async def unread(api: ApiClient, request: Awaitable[Any]) -> None:
+    """A request made with ``_preload_content=False`` whose answer is not wanted: its body read and let go, and a
+    failure raised typed (and counted) as a decoded request's would be."""
+    response = await request
+    try:
+        body = await response.read()
+    finally:
+        response.release()
+    if response.status >= 400:
+        if api.on_error is not None:
+            api.on_error(str(response.status))
+        raise typed(ApiException(status=response.status, reason=body.decode(errors="replace")[:300]))
 
 
 def _read_environment_once(rest: Any, host: str | None) -> None:

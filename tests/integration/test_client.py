@@ -7,9 +7,12 @@ import os
 from pathlib import Path
 from types import TracebackType
 
+import pytest
 from kubernetes_asyncio import client as k8s_client
 
-from multikueue.kube.client import api_client_from_kubeconfig, rate_limit
+from multikueue.kube import events
+from multikueue.kube.client import api_client_from_kubeconfig, rate_limit, unread
+from multikueue.kube.errors import NotFound
 from multikueue.testing import TestBed
 
 
@@ -79,3 +82,18 @@ async def test_requests_in_flight_share_at_most_max_connections(testbed: TestBed
             opened[limit] = _connections_to(port) - before  # idle connections stay open (keep-alive)
     assert 1 <= opened[3] <= 3
     assert opened[30] > 3  # without the bound the same burst opens more: the count above can tell
+
+
+async def test_an_event_is_written_without_decoding_its_answer_and_a_refused_one_is_counted(
+    testbed: TestBed, tmp_path: Path
+) -> None:
+    failures: list[str] = []
+    kubeconfig = testbed.cluster("worker1").kubeconfig
+    async with await api_client_from_kubeconfig(kubeconfig, temp_dir=tmp_path, on_error=failures.append) as api:
+        about = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "about", "namespace": "default"}}
+        await events.record(api, about, type_="Normal", reason="Written", message="raw", component="test")
+        listed = await k8s_client.CoreV1Api(api).list_namespaced_event("default")
+        assert [e.message for e in listed.items if e.reason == "Written"] == ["raw"]
+        with pytest.raises(NotFound):  # what events.record gets back (and logs) when the namespace is missing
+            await unread(api, k8s_client.CoreV1Api(api).read_namespace("no-such-namespace", _preload_content=False))
+    assert failures == ["404"], "a refused request is counted as a decoded one's would be"
