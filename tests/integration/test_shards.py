@@ -52,6 +52,11 @@ async def another_shard(s: Scenario, config: Configuration, tmp_path: Path) -> A
         tg.cancel_scope.cancel()
 
 
+def mine(s: Scenario, obj: Any) -> bool:
+    """In this test's namespace (a shard selects in every namespace; other tests leave objects in theirs)."""
+    return bool(obj["metadata"]["namespace"] == s.namespace)
+
+
 async def submit(s: Scenario, name: str, team: str | None) -> None:
     body = pipelinerun(name, labels={"team": team} if team else None)
     body["spec"]["managedBy"] = kueue.MANAGED_BY
@@ -94,8 +99,8 @@ async def test_two_direct_mode_shards_split_one_load_and_each_run_is_placed_once
         assert sorted(await everywhere()) == sorted(teams), "each run once, on one worker"
         # Each shard holds (and placed) only its own objects.
         gvk = next(iter(s.manager.direct_kinds))
-        held_a = {o["metadata"]["name"] for o in s.manager.direct_kinds[gvk][0].items()}
-        held_b = {o["metadata"]["name"] for o in shard_b.direct_kinds[gvk][0].items()}
+        held_a = {o["metadata"]["name"] for o in s.manager.direct_kinds[gvk][0].items() if mine(s, o)}
+        held_b = {o["metadata"]["name"] for o in shard_b.direct_kinds[gvk][0].items() if mine(s, o)}
         assert held_a == {n for n, t in teams.items() if t == "a"}
         assert held_b == {n for n, t in teams.items() if t != "a"}
         # Neither shard's garbage collector takes the other's copies for orphans.
