@@ -17,6 +17,7 @@ def row_label(r: dict[str, Any]) -> str:
     if r.get("dispatcher") == "kueue":
         return "Kueue's own MultiKueue"
     text = str(r["mode"]) + (" +faults" if r.get("faults") else "") + (" backlog" if r.get("backlog") else "")
+    text += f" {r['shards']} shards" if r.get("shards", 1) > 1 else ""
     return text + (" (real Kueue)" if r.get("kueue") == "real" else "")
 
 
@@ -37,9 +38,23 @@ COLUMNS = (
 )
 
 
-def load() -> list[dict[str, Any]]:
-    results = [json.loads(p.read_text()) for p in sorted(RESULTS.glob("*.json"))]
-    return sorted(results, key=lambda r: (row_label(r), r["workers"], r["objects"]))
+def load(kind: str = "run") -> list[dict[str, Any]]:
+    """The results of one kind: ``run`` (python -m bench.run) or ``ceiling`` (python -m bench.ceiling)."""
+    key = {"run": "dispatch_throughput_per_s", "ceiling": "ceiling_objects_per_s"}[kind]
+    results = [r for p in sorted(RESULTS.glob("*.json")) if key in (r := json.loads(p.read_text()))]
+    return sorted(results, key=lambda r: (str(r["mode"]), r["workers"], r["objects"], str(r.get("backlog"))))
+
+
+def ceilings(results: list[dict[str, Any]]) -> str:
+    rows = ["| mode | W | N | ceiling objects/s (requests/s) | dispatcher drain /s | fraction | requests/object |",
+            "|---|---|---|---|---|---|---|"]  # fmt: skip
+    for r in results:
+        replay = r["replay"]
+        rows.append(f"| {r['mode']}{' backlog' if r['backlog'] else ''} | {r['workers']} | {r['objects']} "
+                    f"| {r['ceiling_objects_per_s']:.1f} ({replay['requests_per_s']:.0f}) "
+                    f"| {r['dispatcher_objects_per_s']:.1f} | {r['fraction_of_ceiling']:.2f} "
+                    f"| {r['requests_per_object_replayed']:.2f} |")  # fmt: skip
+    return "\n".join(rows)
 
 
 def table(results: list[dict[str, Any]]) -> str:
@@ -55,7 +70,9 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, axes = plt.subplots(1, 3, figsize=(15, 4.5))
+    figure, grid = plt.subplots(2, 3, figsize=(15, 9))
+    axes = grid[0]
+    by_workers(results, grid[1])
     plain = [r for r in results if row_label(r) in ("kueue", "direct")]
     for mode, marker in (("kueue", "o"), ("direct", "s")):
         for workers in sorted({r["workers"] for r in plain}):
@@ -80,6 +97,23 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
     figure.suptitle("multikueue dispatcher on the local test bed (2 cores shared with etcd and every kube-apiserver)")
     figure.tight_layout()
     figure.savefig(path, dpi=110)
+
+
+def by_workers(results: list[dict[str, Any]], axes: Any) -> None:
+    """The curves by W at N = 1,000: rate, the dispatcher's CPU per object, its idle RSS."""
+    plain = [r for r in results if row_label(r) in ("kueue", "direct") and r["objects"] == 1000]
+    for mode, marker in (("kueue", "o"), ("direct", "s")):
+        series = sorted((r for r in plain if r["mode"] == mode), key=lambda r: r["workers"])
+        w = [r["workers"] for r in series]
+        axes[0].plot(w, [r["dispatch_throughput_per_s"] for r in series], marker=marker, label=mode)
+        axes[1].plot(w, [1000 * r["controller_cpu_seconds"] / r["objects"] for r in series], marker=marker, label=mode)
+        axes[2].plot(w, [r["controller_rss_baseline_mib"] for r in series], marker=marker, label=mode)
+    titles = ("dispatched per second, N = 1,000", "dispatcher CPU ms per object", "dispatcher idle RSS (MiB)")
+    for ax, title in zip(axes, titles, strict=True):
+        ax.set_xlabel("workers (W)")
+        ax.set_title(title)
+        ax.grid(True, alpha=0.3)
+        ax.legend(fontsize=8)
 
 
 def side_by_side(results: list[dict[str, Any]]) -> str:
@@ -133,6 +167,8 @@ def main() -> int:
     intro = readme.read_text().split("<!-- table -->")[0] if readme.exists() else "# Results\n\n"
     versus = side_by_side(results)
     tail = f"\n## Side by side with Kueue (generated)\n{versus}\n" if versus else ""
+    limits = ceilings(load("ceiling"))
+    tail += f"\n## The machine's ceiling (generated)\n\n{limits}\n" if load("ceiling") else ""
     readme.write_text(f"{intro}<!-- table -->\n{text}\n{tail}")
     plot(results, RESULTS / "plot.png")
     print(text)
