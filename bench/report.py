@@ -23,6 +23,7 @@ def row_label(r: dict[str, Any]) -> str:
 
 COLUMNS = (
     ("mode", row_label),
+    ("commit", lambda r: r.get("source") or "older"),
     ("W", lambda r: r["workers"]),
     ("N", lambda r: r["objects"]),
     ("dispatched/s", lambda r: f"{r['dispatch_throughput_per_s']:.1f}"),
@@ -101,13 +102,17 @@ def plot(results: list[dict[str, Any]], path: Path) -> None:
 
 def by_workers(results: list[dict[str, Any]], axes: Any) -> None:
     """The curves by W at N = 1,000: rate, the dispatcher's CPU per object, its idle RSS."""
-    plain = [r for r in results if row_label(r) in ("kueue", "direct") and r["objects"] == 1000]
+    plain = [r for r in results if row_label(r) in ("kueue", "direct") and r["objects"] == 1000 and r.get("source")]
     for mode, marker in (("kueue", "o"), ("direct", "s")):
-        series = sorted((r for r in plain if r["mode"] == mode), key=lambda r: r["workers"])
-        w = [r["workers"] for r in series]
-        axes[0].plot(w, [r["dispatch_throughput_per_s"] for r in series], marker=marker, label=mode)
-        axes[1].plot(w, [1000 * r["controller_cpu_seconds"] / r["objects"] for r in series], marker=marker, label=mode)
-        axes[2].plot(w, [r["controller_rss_baseline_mib"] for r in series], marker=marker, label=mode)
+        for source in sorted({r["source"] for r in plain if r["mode"] == mode}):  # one line per commit measured
+            series = sorted(
+                (r for r in plain if r["mode"] == mode and r["source"] == source), key=lambda r: r["workers"]
+            )
+            w, label = [r["workers"] for r in series], f"{mode} @{source}"
+            axes[0].plot(w, [r["dispatch_throughput_per_s"] for r in series], marker=marker, label=label)
+            cpu = [1000 * r["controller_cpu_seconds"] / r["objects"] for r in series]
+            axes[1].plot(w, cpu, marker=marker, label=label)
+            axes[2].plot(w, [r["controller_rss_baseline_mib"] for r in series], marker=marker, label=label)
     titles = ("dispatched per second, N = 1,000", "dispatcher CPU ms per object", "dispatcher idle RSS (MiB)")
     for ax, title in zip(axes, titles, strict=True):
         ax.set_xlabel("workers (W)")
