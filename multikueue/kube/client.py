@@ -22,7 +22,7 @@ from kubernetes_asyncio.config import kube_config
 from kubernetes_asyncio.config.incluster_config import InClusterConfigLoader
 from yarl import URL
 
-from multikueue.kube.errors import typed
+from multikueue.kube.errors import refused, typed
 
 DEFAULT_TIMEOUT = aiohttp.ClientTimeout(total=30, connect=5, sock_connect=5)
 """Total and connect bounds for a request that sets none (watches set their own)."""
@@ -140,7 +140,7 @@ async def unread(api: ApiClient, request: Awaitable[Any]) -> None:
     if response.status >= 400:
         if api.on_error is not None:
             api.on_error(str(response.status))
-        raise typed(ApiException(status=response.status, reason=body.decode(errors="replace")[:300]))
+        raise refused(response.status, body)
 
 
 def _read_environment_once(rest: Any, host: str | None) -> None:

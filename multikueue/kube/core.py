@@ -9,10 +9,9 @@ from typing import Any
 
 import aiohttp
 from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from multikueue.kube.client import ApiClient, raw_body
-from multikueue.kube.errors import typed
+from multikueue.kube.errors import refused
 from multikueue.kube.listwatch import ApiListSource
 
 Object = dict[str, Any]
@@ -75,7 +74,7 @@ async def pod_log(api: ApiClient, namespace: str, pod: str, container: str, *, f
     try:
         if response.status >= 400:
             body = await response.read()
-            raise typed(ApiException(status=response.status, reason=body.decode(errors="replace")[:300]))
+            raise refused(response.status, body)
         async for line in response.content:
             yield line.decode(errors="replace").rstrip("\n")
     finally:

@@ -68,6 +68,11 @@ _BY_CODE: dict[int, type[ApiError]] = {
 }  # fmt: skip
 
 
+def refused(status: int, body: bytes) -> ApiError:
+    """The typed error of an answer read unparsed (``_preload_content=False``: watches, streams, answers dropped)."""
+    return typed(ApiException(status=status, reason=body.decode(errors="replace")[:300]))
+
+
 def typed(error: ApiException) -> ApiError:
     """The client's exception as the ``ApiError`` subclass its code means (the same status, reason, body, headers)."""
     if isinstance(error, ApiError):

@@ -9,7 +9,7 @@ from typing import Any
 import aiohttp
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from multikueue.kube.errors import typed
+from multikueue.kube.errors import refused, typed
 
 Object = dict[str, Any]
 
@@ -37,7 +37,7 @@ class ApiListSource:
         finally:
             response.release()
         if response.status >= 400:  # _preload_content=False leaves the status check to the caller
-            raise typed(ApiException(status=response.status, reason=body.decode(errors="replace")[:300]))
+            raise refused(response.status, body)
         result: Object = json.loads(body)
         return result
 
@@ -59,7 +59,7 @@ class ApiListSource:
         try:
             if response.status >= 400:  # _preload_content=False leaves the status check to the caller
                 body = await response.read()
-                raise typed(ApiException(status=response.status, reason=body.decode(errors="replace")[:300]))
+                raise refused(response.status, body)
             while line := await response.content.readline():
                 if line.strip():
                     yield event_of(json.loads(line))
