@@ -16,8 +16,9 @@ from typing import Any
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from multikueue.kube.client import ApiClient, raw_body
+from multikueue.kube.client import ApiClient
 from multikueue.testing.accounts import mint_service_account_kubeconfig
+from multikueue.testing.client import k8s, raw_body
 from multikueue.testing.testbed import Cluster
 
 LOG = "audit.log"
@@ -49,7 +50,7 @@ async def identity(api: ApiClient, cluster: Cluster, namespace: str, name: str) 
         "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
     }
     try:
-        await k8s_client.RbacAuthorizationV1Api(api).create_cluster_role_binding(raw_body(binding))
+        await k8s_client.RbacAuthorizationV1Api(k8s(api)).create_cluster_role_binding(raw_body(binding))
     except ApiException as e:
         if e.status != 409:
             raise

@@ -39,9 +39,10 @@ from bench.run import NAMESPACE, PIPELINERUNS, RESULTS, ROOT, say
 from multikueue.config import GroupVersionKind, parse_configuration
 from multikueue.dispatch.adapter import GenericAdapter
 from multikueue.dispatch.workloads import clone_for_create
-from multikueue.kube.client import ApiClient, api_client_from_kubeconfig, raw_body
+from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
 from multikueue.kube.resources import WORKLOADS, Objects
 from multikueue.testing import crds, kueue
+from multikueue.testing.client import k8s, raw_body
 from multikueue.testing.objects import pipelinerun
 from multikueue.testing.testbed import TestBed
 
@@ -228,7 +229,7 @@ async def prepare(bed: TestBed, mix: Object, n: int, directory: Path) -> tuple[O
     try:
         for name in bed.clusters:
             client = api if name == "manager" else await api_client_from_kubeconfig(bed.cluster(name).kubeconfig)
-            await k8s_client.CoreV1Api(client).create_namespace(raw_body({"metadata": {"name": NAMESPACE}}))
+            await k8s_client.CoreV1Api(k8s(client)).create_namespace(raw_body({"metadata": {"name": NAMESPACE}}))
             if client is not api:
                 await client.close()
         check = "bench-ac"

@@ -46,12 +46,13 @@ from prometheus_client.samples import Sample
 
 from bench import audit, proc
 from bench.kueue import MULTIKUEUE_CONTROLLER, RealKueue
-from multikueue.kube.client import ApiClient, api_client_from_kubeconfig, raw_body
+from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
 from multikueue.kube.errors import Conflict
 from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects, Resource
 from multikueue.labels import ORIGIN_LABEL, PLACEMENT_PHASE
 from multikueue.runtime.informer import DELETED, Informer
 from multikueue.testing import crds, kueue
+from multikueue.testing.client import k8s, raw_body
 from multikueue.testing.dispatcher import run_argv
 from multikueue.testing.interop import KUEUE_NAMESPACE, ComponentUnavailable, KueueProcess, kueue_binary
 from multikueue.testing.objects import pipelinerun
@@ -397,7 +398,7 @@ async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
     for cluster in ("manager", *workers):
         run.api[cluster] = await api_client_from_kubeconfig(bed.cluster(cluster).kubeconfig, temp_dir=workdir / "certs")
     for cluster in ("manager", *workers):
-        await k8s_client.CoreV1Api(run.api[cluster]).create_namespace(raw_body({"metadata": {"name": NAMESPACE}}))
+        await k8s_client.CoreV1Api(k8s(run.api[cluster])).create_namespace(raw_body({"metadata": {"name": NAMESPACE}}))
     # Beside real Kueue, the kubeconfig Secrets live in Kueue's namespace: its MultiKueueCluster controller reads
     # them there for every MultiKueueCluster, whichever controller the admission check names (docs/dispatch.md).
     system = KUEUE_NAMESPACE if args.kueue == "real" else SYSTEM
@@ -422,7 +423,7 @@ async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
         role = "dispatches" if args.dispatcher == "kueue" else "unused"
         say(f"real Kueue on the manager (PID {real_kueue.pid}); its MultiKueue {role}")
     else:
-        await k8s_client.CoreV1Api(run.api["manager"]).create_namespace(raw_body({"metadata": {"name": SYSTEM}}))
+        await k8s_client.CoreV1Api(k8s(run.api["manager"])).create_namespace(raw_body({"metadata": {"name": SYSTEM}}))
     names = await kueue.multikueue_setup(
         run.api["manager"],
         namespace=system,
@@ -680,7 +681,7 @@ def audited_per_object(
 
 
 async def names_on(api: ApiClient) -> list[str]:
-    listed = await k8s_client.CustomObjectsApi(api).list_namespaced_custom_object(
+    listed = await k8s_client.CustomObjectsApi(k8s(api)).list_namespaced_custom_object(
         "tekton.dev", "v1", NAMESPACE, "pipelineruns"
     )
     return sorted(i["metadata"]["name"] for i in listed["items"])

@@ -1,4 +1,4 @@
-"""HTTP/1.1 (aiohttp, what kubernetes_asyncio uses) against HTTP/2 (httpx with h2) as a controller's transport to
+"""HTTP/1.1 (aiohttp, what kube/'s client uses) against HTTP/2 (httpx with h2) as a controller's transport to
 one kube-apiserver: memory held by connections, CPU per request, and rate, with C requests in flight.
 
     python -m bench.transport --concurrency 128 --requests 20000
@@ -110,14 +110,12 @@ async def httpx_transport(
 
 
 async def create_config_map(kubeconfig: dict[str, Any]) -> None:
-    from kubernetes_asyncio import client as k8s_client
-
-    from multikueue.kube.client import api_client_from_kubeconfig, raw_body
+    from multikueue.kube.client import api_client_from_kubeconfig
 
     async with await api_client_from_kubeconfig(kubeconfig) as api:
         for i in range(OBJECTS):
             body = {"metadata": {"name": f"{NAME}-{i}"}, "data": {"payload": "x" * 5000}}
-            await k8s_client.CoreV1Api(api).create_namespaced_config_map(NAMESPACE, raw_body(body))
+            await api.send("POST", f"/api/v1/namespaces/{NAMESPACE}/configmaps", body=body)
 
 
 def one(args: argparse.Namespace) -> int:

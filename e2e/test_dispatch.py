@@ -18,6 +18,7 @@ from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects, Resource
 from multikueue.labels import ORIGIN_LABEL
 from multikueue.testing import kueue
+from multikueue.testing.client import k8s
 from multikueue.testing.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,7 +65,7 @@ async def _copied(env: Environment, api: dict[str, ApiClient], wl: str, *workers
 
 
 async def _names_on(api: ApiClient, resource: Resource) -> list[str]:
-    listed = await k8s_client.CustomObjectsApi(api).list_namespaced_custom_object(
+    listed = await k8s_client.CustomObjectsApi(k8s(api)).list_namespaced_custom_object(
         resource.group, resource.version, NAMESPACE, resource.plural
     )
     return sorted(item["metadata"]["name"] for item in listed["items"])

@@ -283,7 +283,7 @@ def _run_on_a_run(
 
     from multikueue.config import GroupVersionKind
     from multikueue.kube.client import api_client_from_kubeconfig
-    from multikueue.kube.errors import ApiError, describe
+    from multikueue.kube.errors import ApiError, KubeconfigError, describe
 
     found = _manager_kubeconfig(command, args)
     try:
@@ -302,6 +302,9 @@ def _run_on_a_run(
 
     try:
         return anyio.run(main)
+    except KubeconfigError as e:
+        print(f"multikueue {command}: cannot use the manager kubeconfig: {e}", file=sys.stderr)
+        return 2
     except (LookupError, ApiError, OSError) as e:
         print(f"multikueue {command}: {describe(e) if isinstance(e, ApiError) else e}", file=sys.stderr)
         return 1
@@ -366,6 +369,7 @@ def _explain(args: argparse.Namespace) -> int:
     from multikueue.config import GroupVersionKind
     from multikueue.dispatch.direct import explain
     from multikueue.kube.client import api_client_from_kubeconfig
+    from multikueue.kube.errors import KubeconfigError
 
     namespace, _, name = args.object.rpartition("/")
     if not namespace or not name:
@@ -385,7 +389,11 @@ def _explain(args: argparse.Namespace) -> int:
         print(text)
         return 0 if found else 1
 
-    return anyio.run(main)
+    try:
+        return anyio.run(main)
+    except KubeconfigError as e:
+        print(f"multikueue explain: cannot use the kubeconfig: {e}", file=sys.stderr)
+        return 2
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -498,7 +506,7 @@ def _run(args: argparse.Namespace) -> int:
 
     try:
         return anyio.run(main)
-    except (StartupError, BaseExceptionGroup) as e:
+    except (StartupError, KubeconfigError, BaseExceptionGroup) as e:
         problem = _startup_failure(e)
         if problem is None:
             raise
@@ -509,9 +517,12 @@ def _run(args: argparse.Namespace) -> int:
 def _startup_failure(error: BaseException) -> str | None:
     """The one line to print for a failure at start (task groups wrap it in exception groups), if it is one."""
     from multikueue.controllers import StartupError
+    from multikueue.kube.errors import KubeconfigError
 
     if isinstance(error, BaseExceptionGroup):
         return next((found for e in error.exceptions if (found := _startup_failure(e)) is not None), None)
+    if isinstance(error, KubeconfigError):  # an exec plugin failing once running
+        return f"cannot use the manager kubeconfig: {error}"
     return str(error) if isinstance(error, StartupError) else None
 
 

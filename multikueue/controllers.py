@@ -511,9 +511,8 @@ class Controllers:
     async def run_as_leader(self, election: LeaderElectionSettings) -> None:
         """Reconcile only while holding the Lease; return when it is lost (the process should then exit).
 
-        kubernetes_asyncio's LeaderElection runs its "started leading" callback as a free asyncio task that
-        nothing awaits or cancels on shutdown; here that callback only signals, and the manager runs inside
-        this function's own task group, so losing the Lease or a cancellation (SIGTERM) stops it cleanly.
+        The election's "started leading" callback only signals, and the manager runs inside this function's own
+        task group, so losing the Lease or a cancellation (SIGTERM) stops it cleanly.
         """
         runner = await self._serve_http()
         webhook = await self._serve_webhook()

@@ -17,10 +17,11 @@ import pytest
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from multikueue.kube.client import ApiClient, api_client_from_kubeconfig, raw_body
+from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
 from multikueue.pki import CertificateAuthority
 from multikueue.testing import crds
 from multikueue.testing.binaries import find_binaries
+from multikueue.testing.client import k8s, raw_body
 from multikueue.testing.interop import (
     TEKTON_NAMESPACE,
     ClusterRuntime,
@@ -69,7 +70,7 @@ async def _ensure(create: object, body: dict[str, object], *args: str) -> None:
 async def _prepare(bed: TestBed, fleet: Fleet, ca: CertificateAuthority, root: Path) -> None:
     for name in bed.clusters:
         async with await api_client_from_kubeconfig(bed.cluster(name).kubeconfig, temp_dir=root) as api:
-            core = k8s_client.CoreV1Api(api)
+            core = k8s_client.CoreV1Api(k8s(api))
             await _ensure(core.create_node, fake_node())
             if name in WORKERS:
                 await _ensure(core.create_namespace, {"metadata": {"name": TEKTON_NAMESPACE}})

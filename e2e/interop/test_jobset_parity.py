@@ -25,10 +25,11 @@ from kubernetes_asyncio import client as k8s_client
 from e2e.interop.conftest import Fleet
 from multikueue.config import GroupVersionKind
 from multikueue.integration.workloads import workload_name
-from multikueue.kube.client import ApiClient, raw_body
+from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import WORKLOADS, Objects, Resource
 from multikueue.pki import CertificateAuthority
 from multikueue.testing import crds, kueue
+from multikueue.testing.client import k8s, raw_body
 from multikueue.testing.dispatcher import running
 from multikueue.testing.interop import COMPLETE_LABEL, ComponentUnavailable, jobset_binary
 from multikueue.testing.waiting import eventually
@@ -101,7 +102,7 @@ async def namespace(jobset_workers: None, clients: dict[str, ApiClient]) -> Asyn
     flavor = {"nodeLabels": {"type": "kwok"}, "tolerations": [toleration]}
     for worker in (KUEUES, OURS):
         api = clients[worker]
-        await k8s_client.CoreV1Api(api).create_namespace(raw_body({"metadata": {"name": name}}))
+        await k8s_client.CoreV1Api(k8s(api)).create_namespace(raw_body({"metadata": {"name": name}}))
         await kueue.queues(api, name, local_queue=QUEUE, cluster_queue=f"{name}-cq", flavor=f"{name}-accelerated",
                            flavor_spec=flavor, check=None, quota={"cpu": "8", "memory": "16Gi"},
                            namespace_selector={"matchLabels": {"kubernetes.io/metadata.name": name}})  # fmt: skip

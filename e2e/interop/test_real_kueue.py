@@ -19,9 +19,10 @@ from kubernetes_asyncio import client as k8s_client
 from e2e.interop.conftest import Fleet
 from multikueue.config import GroupVersionKind
 from multikueue.integration.workloads import workload_name
-from multikueue.kube.client import ApiClient, raw_body
+from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects, Resource
 from multikueue.testing import kueue
+from multikueue.testing.client import k8s, raw_body
 from multikueue.testing.dispatcher import running
 from multikueue.testing.interop import KUEUE_NAMESPACE, start_tekton_kueue_controller
 from multikueue.testing.objects import pipelinerun
@@ -70,7 +71,7 @@ def _controller(api: ApiClient, text: str, role: Literal["manager", "worker"], t
 async def namespace(clients: dict[str, ApiClient]) -> str:
     name = f"interop-{uuid.uuid4().hex[:6]}"
     for api in clients.values():
-        await k8s_client.CoreV1Api(api).create_namespace(raw_body({"metadata": {"name": name}}))
+        await k8s_client.CoreV1Api(k8s(api)).create_namespace(raw_body({"metadata": {"name": name}}))
     return name
 
 
@@ -154,7 +155,7 @@ async def _running_on_a_worker(clients: dict[str, ApiClient], namespace: str, na
                                 what="the prebuilt Workload adopted by the worker's integration")  # fmt: skip
     assert _condition(admitted, "Admitted")["status"] == "True"  # by that worker's Kueue
     assert admitted["metadata"]["ownerReferences"][0]["kind"] == "PipelineRun"
-    listed = await k8s_client.CustomObjectsApi(clients[worker]).list_namespaced_custom_object(
+    listed = await k8s_client.CustomObjectsApi(k8s(clients[worker])).list_namespaced_custom_object(
         "kueue.x-k8s.io", "v1beta2", namespace, "workloads")  # fmt: skip
     assert [w["metadata"]["name"] for w in listed["items"]] == [wl]  # adopted, not a second one of its own
     manager_run = await eventually(lambda: _get(clients["manager"], PIPELINERUNS, name, namespace),
@@ -165,7 +166,7 @@ async def _running_on_a_worker(clients: dict[str, ApiClient], namespace: str, na
 
 
 async def _pods(api: ApiClient, namespace: str) -> list[Any]:
-    return list((await k8s_client.CoreV1Api(api).list_namespaced_pod(namespace)).items)
+    return list((await k8s_client.CoreV1Api(k8s(api)).list_namespaced_pod(namespace)).items)
 
 
 async def test_a_pipelinerun_runs_through_real_kueue_and_tekton_and_comes_back_finished(
@@ -183,7 +184,7 @@ async def test_a_pipelinerun_runs_through_real_kueue_and_tekton_and_comes_back_f
 
     # Tekton on the winner: a TaskRun, its pod bound by kube-scheduler to the kwok node, which runs it.
     listed = await eventually(
-        lambda: k8s_client.CustomObjectsApi(clients[worker]).list_namespaced_custom_object(
+        lambda: k8s_client.CustomObjectsApi(k8s(clients[worker])).list_namespaced_custom_object(
             "tekton.dev", "v1", namespace, "taskruns"),
         until=lambda found: bool(found["items"]), timeout=90, what="Tekton's TaskRun")  # fmt: skip
     assert [t["metadata"]["ownerReferences"][0]["name"] for t in listed["items"]] == ["hello"]

@@ -24,6 +24,7 @@ from e2e.wiring import CHECK, SYSTEM
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects, Resource
 from multikueue.testing import kueue
+from multikueue.testing.client import k8s
 from multikueue.testing.waiting import eventually
 
 PIPELINERUNS = Resource("tekton.dev", "v1", "pipelineruns", "PipelineRun")
@@ -296,7 +297,7 @@ async def test_the_leader_pod_deleted_mid_dispatch_loses_and_duplicates_no_run(
         """Every worker each run was ever seen on (a duplicate would show as two)."""
         while True:
             for worker in WORKERS:
-                listed = await k8s_client.CustomObjectsApi(api[worker]).list_namespaced_custom_object(
+                listed = await k8s_client.CustomObjectsApi(k8s(api[worker])).list_namespaced_custom_object(
                     PIPELINERUNS.group, PIPELINERUNS.version, NAMESPACE, PIPELINERUNS.plural
                 )
                 for item in listed["items"]:

@@ -1,14 +1,16 @@
-"""One ``ApiClient`` per cluster, built from a kubeconfig document, never the global default, always timed out.
+"""One ``ApiClient`` per cluster, built from a kubeconfig document (or the pod's service account), always timed out.
 
-kubernetes_asyncio sends a request with *no timeout at all* unless ``_request_timeout`` is passed on that call
-(rest.py builds an empty ``aiohttp.ClientTimeout``), so a hung worker would stall a reconcile forever. This
-client fills in a default for every call that does not set its own; watches pass their own.
+A small HTTP client of its own on aiohttp: objects travel as plain dicts, so the generated models of a full client
+library (kubernetes_asyncio imports ~800 modules, a third of this controller's resident memory) are never loaded.
+Every request has a timeout (a hung worker must not stall a reconcile), passes the cluster's rate limiter, is
+counted, and fails as the typed error its code means (``kube.errors``).
 """
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Awaitable, Callable
+import json
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
@@ -16,37 +18,47 @@ from typing import Any, Protocol
 import aiohttp
 from aiohttp.helpers import get_env_proxy_for_url
 from aiolimiter import AsyncLimiter
-from kubernetes_asyncio import client as k8s_client
-from kubernetes_asyncio.client.exceptions import ApiException
-from kubernetes_asyncio.config import kube_config
-from kubernetes_asyncio.config.incluster_config import InClusterConfigLoader
 from yarl import URL
 
-from multikueue.kube.errors import refused, typed
+from multikueue import __version__
+from multikueue.kube.credentials import Credentials
+from multikueue.kube.errors import refused
+from multikueue.kube.kubeconfig import ClusterAccess, access_from_kubeconfig, in_cluster_access
 
 DEFAULT_TIMEOUT = aiohttp.ClientTimeout(total=30, connect=5, sock_connect=5)
 """Total and connect bounds for a request that sets none (watches set their own)."""
 
 DEFAULT_MAX_CONNECTIONS = 100
-"""Connections kept to one cluster (kubernetes_asyncio's default). aiohttp speaks HTTP/1.1 only, so each request in
-flight holds a TLS connection of its own (client-go multiplexes one HTTP/2 connection); each costs a handshake on
-both ends and a 256 KiB read buffer (asyncio's SSL protocol): under a burst, most of this controller's memory
-growth. Fewer trade dispatch latency for memory (measured in bench/results/README.md)."""
+"""Connections kept to one cluster. aiohttp speaks HTTP/1.1 only, so each request in flight holds a TLS connection
+of its own (client-go multiplexes one HTTP/2 connection); each costs a handshake on both ends and a 256 KiB read
+buffer (asyncio's SSL protocol): under a burst, most of this controller's memory growth. Fewer trade dispatch
+latency for memory (measured in bench/results/README.md)."""
+
+JSON = "application/json"
+MERGE_PATCH = "application/merge-patch+json"
+JSON_PATCH = "application/json-patch+json"
+STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 
 Timeout = float | tuple[float, float] | aiohttp.ClientTimeout
 """Seconds in total, a (connect, read) pair, or an ``aiohttp.ClientTimeout``."""
 
-
-def raw_body(obj: dict[str, Any]) -> Any:
-    """Pass a plain dict as a request body: the client sends it as-is, while its stubs ask for model classes."""
-    return obj
+Query = Mapping[str, str | int | bool | None]
 
 
-def _client_timeout(timeout: Timeout | tuple[float]) -> float | aiohttp.ClientTimeout:
+def _client_timeout(timeout: Timeout) -> aiohttp.ClientTimeout:
     if isinstance(timeout, tuple):
-        connect, read = (timeout[0], None) if len(timeout) == 1 else timeout
+        connect, read = timeout
         return aiohttp.ClientTimeout(connect=connect, sock_connect=connect, sock_read=read)
+    if isinstance(timeout, int | float):
+        return aiohttp.ClientTimeout(total=timeout)
     return timeout
+
+
+def _params(query: Query | None) -> dict[str, str]:
+    """Query parameters as the API server reads them (booleans as ``true``/``false``, ``None`` left out)."""
+    if not query:
+        return {}
+    return {k: ("true" if v else "false") if isinstance(v, bool) else str(v) for k, v in query.items() if v is not None}
 
 
 class RateLimit(Protocol):
@@ -64,104 +76,139 @@ def rate_limit(qps: float, burst: int) -> AsyncLimiter:
     return AsyncLimiter(max_rate=burst, time_period=burst / qps)
 
 
-class ApiClient(k8s_client.ApiClient):
-    """``kubernetes_asyncio.client.ApiClient`` with a default timeout on every request, and optionally a rate limit."""
+def environment_proxy(server: str) -> str | None:
+    """The proxy the environment names for ``server`` (HTTPS_PROXY, NO_PROXY, credentials in the URL or netrc),
+    read once per client as client-go does: aiohttp's ``trust_env`` would look it up in a worker thread on every
+    request (two thread hops and a file open per call, a fifth of this controller's CPU under load). netrc is never
+    used to authenticate to the cluster itself."""
+    try:
+        proxy, auth = get_env_proxy_for_url(URL(server))
+    except LookupError:
+        return None
+    # Credentials ride in the URL: aiohttp turns them into Proxy-Authorization, for CONNECT and plain requests alike.
+    return str(proxy if auth is None else proxy.with_user(auth.login).with_password(auth.password))
+
+
+class ApiClient:
+    """Requests to one cluster: JSON in and out, a default timeout on every request, optionally a rate limit."""
 
     def __init__(
         self,
-        configuration: k8s_client.Configuration,
+        access: ClusterAccess,
         *,
         timeout: Timeout = DEFAULT_TIMEOUT,
         limiter: RateLimit | None = None,
         on_error: Callable[[str], None] | None = None,
         on_request: Callable[[str], None] | None = None,
         max_connections: int = DEFAULT_MAX_CONNECTIONS,
+        temp_dir: Path | None = None,
     ) -> None:
-        configuration.connection_pool_maxsize = max_connections  # read when the connector is built, just below
-        super().__init__(configuration=configuration)
-        _read_environment_once(self.rest_client, configuration.host)
-        self.default_timeout = timeout
+        self.access = access
+        self.host = access.server
+        self.credentials = Credentials(access, temp_dir)
+        self.proxy = access.proxy_url or environment_proxy(access.server)
+        self.default_timeout = _client_timeout(timeout)
         self.limiter = limiter
         self.on_error = on_error  # called with the HTTP status (or "connection") of each failed request
         self.on_request = on_request  # called with the HTTP method of every request (a watch counts once)
+        self.max_connections = max_connections
+        self._session: aiohttp.ClientSession | None = None
+        self._headers = {"Accept": JSON, "User-Agent": f"multikueue/{__version__}"}
 
-    def request(
-        self,
-        method: str,
-        url: str,
-        query_params: Any = None,
-        headers: Any = None,
-        post_params: Any = None,
-        body: Any = None,
-        _preload_content: bool = True,
-        _request_timeout: Timeout | tuple[float] | None = None,
-    ) -> Any:
-        call = functools.partial(
-            super().request,
-            method,
-            url,
-            query_params=query_params,
-            headers=headers,
-            post_params=post_params,
-            body=body,
-            _preload_content=_preload_content,
-            _request_timeout=_client_timeout(self.default_timeout if _request_timeout is None else _request_timeout),
-        )
+    def _http(self) -> aiohttp.ClientSession:
+        if self._session is None:  # made on first use, inside the event loop
+            connector = aiohttp.TCPConnector(limit=self.max_connections)
+            # read_bufsize: one watch event of a large object is a single line, beyond aiohttp's 64 KiB default.
+            self._session = aiohttp.ClientSession(connector=connector, trust_env=False, read_bufsize=2**21)
+        return self._session
+
+    async def close(self) -> None:
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    async def __aenter__(self) -> ApiClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.close()
+
+    async def _send(self, method: str, path: str, query: Query | None, body: Any, content_type: str,
+                    timeout: Timeout | None) -> aiohttp.ClientResponse:  # fmt: skip
+        """One request; its answer returned once the status says it succeeded (the body still to read)."""
         if self.on_request is not None:
             self.on_request(method)
-        return self._guarded(call)
-
-    async def _guarded(self, call: Any) -> Any:
-        """Every request: rate-limited, counted when it fails, and its API error raised as what it means
-        (``errors.typed``: ``NotFound``, ``Conflict``...)."""
+        headers = dict(self._headers)
+        if (authorization := await self.credentials.authorization()) is not None:
+            headers["Authorization"] = authorization
+        data = None
+        if body is not None:
+            data, headers["Content-Type"] = json.dumps(body, separators=(",", ":")).encode(), content_type
         try:
-            if self.limiter is None:
-                return await call()
-            async with self.limiter:
-                return await call()
-        except ApiException as e:
-            if self.on_error is not None:
-                self.on_error(str(e.status))
-            raise typed(e) from None
+            response = await self._request(method, path, query, data, headers, timeout)
         except (aiohttp.ClientError, TimeoutError, OSError):
             if self.on_error is not None:
                 self.on_error("connection")
             raise
+        if response.status >= 400:
+            try:
+                answer = await response.read()
+            finally:
+                response.release()
+            if self.on_error is not None:
+                self.on_error(str(response.status))
+            if response.status == 401:
+                self.credentials.expire()
+            raise refused(response.status, response.reason or "", answer, dict(response.headers))
+        return response
 
+    async def _request(self, method: str, path: str, query: Query | None, data: bytes | None,
+                       headers: dict[str, str], timeout: Timeout | None) -> aiohttp.ClientResponse:  # fmt: skip
+        call = self._http().request(
+            method, self.host + path, params=_params(query), data=data, headers=headers, proxy=self.proxy,
+            ssl=self.credentials.ssl if self.credentials.ssl is not None else True,
+            server_hostname=self.access.tls_server_name,
+            timeout=self.default_timeout if timeout is None else _client_timeout(timeout),
+        )  # fmt: skip
+        if self.limiter is None:
+            return await call
+        async with self.limiter:
+            return await call
 
-async def unread(api: ApiClient, request: Awaitable[Any]) -> None:
-    """A request made with ``_preload_content=False`` whose answer is not wanted: its body read and let go, and a
-    failure raised typed (and counted) as a decoded request's would be."""
-    response = await request
-    try:
-        body = await response.read()
-    finally:
-        response.release()
-    if response.status >= 400:
-        if api.on_error is not None:
-            api.on_error(str(response.status))
-        raise refused(response.status, body)
+    async def request(self, method: str, path: str, *, query: Query | None = None, body: Any = None,
+                      content_type: str = JSON, timeout: Timeout | None = None) -> Any:  # fmt: skip
+        """The decoded JSON answer (``None`` when it is empty)."""
+        response = await self._send(method, path, query, body, content_type, timeout)
+        try:
+            answer = await response.read()
+        finally:
+            response.release()
+        return json.loads(answer) if answer else None
 
+    async def send(self, method: str, path: str, *, body: Any = None, content_type: str = JSON) -> None:
+        """A request whose answer is not wanted: read and let go undecoded."""
+        response = await self._send(method, path, None, body, content_type, None)
+        try:
+            await response.read()
+        finally:
+            response.release()
 
-def _read_environment_once(rest: Any, host: str | None) -> None:
-    """kubernetes_asyncio's session trusts the environment, so aiohttp looks up proxies and ~/.netrc in a worker
-    thread on *every* request: two thread hops and a file open per call, a fifth of this controller's CPU under
-    load (py-spy; bench/results/README.md). The proxy the environment names for this cluster (HTTPS_PROXY,
-    NO_PROXY, credentials in the URL or in netrc) is read once here instead, as client-go reads it once; netrc is
-    never used to authenticate to the cluster (client-go does not either)."""
-    session = rest.pool_manager
-    connector = session.connector
-    session.detach()  # keep the connector (its TLS settings) for the new session
-    # read_bufsize as kubernetes_asyncio sets it: a watch event of a large object exceeds aiohttp's default.
-    rest.pool_manager = aiohttp.ClientSession(connector=connector, trust_env=False, read_bufsize=2**21)
-    if rest.proxy or not host:
-        return  # a proxy set in the configuration wins, as it did
-    try:
-        proxy, auth = get_env_proxy_for_url(URL(host))
-    except LookupError:
-        return
-    # Credentials ride in the URL: aiohttp turns them into Proxy-Authorization, for CONNECT and plain requests alike.
-    rest.proxy = str(proxy if auth is None else proxy.with_user(auth.login).with_password(auth.password))
+    @asynccontextmanager
+    async def stream(self, path: str, *, query: Query | None = None, timeout: Timeout | None = None
+                     ) -> AsyncIterator[aiohttp.ClientResponse]:  # fmt: skip
+        """A GET whose answer is read as it arrives (a watch, a log). Left early (cancelled, failed, or the caller
+        stops), the connection is closed at once with no await, safe under cancellation, or every restart would
+        leak one; read to its end, it goes back to the pool."""
+        response = await self._send("GET", path, query, None, JSON, timeout)
+        try:
+            yield response
+        except BaseException:
+            response.close()
+            raise
+        if response.content.at_eof():
+            response.release()
+        else:
+            response.close()
 
 
 async def api_client_from_kubeconfig(
@@ -174,25 +221,21 @@ async def api_client_from_kubeconfig(
     on_error: Callable[[str], None] | None = None,
     on_request: Callable[[str], None] | None = None,
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    base: Path | None = None,
 ) -> ApiClient:
-    """Build a client for one cluster without touching kubernetes_asyncio's global default configuration.
+    """A client for one cluster of a kubeconfig document. Raises ``KubeconfigError`` naming what cannot be used.
 
-    ``temp_dir`` is where the library writes ``*-data`` certificates as files (it cannot use them in memory).
+    ``temp_dir``: where, off Linux, client key material is written for the moment TLS loads it. ``base``: the
+    directory relative file paths in the document start from (the kubeconfig's own).
     """
-    configuration = k8s_client.Configuration()
-    await kube_config.load_kube_config_from_dict(
-        config_dict=kubeconfig,
-        context=context,
-        client_configuration=configuration,
-        temp_file_path=str(temp_dir) if temp_dir else None,
-    )
     return ApiClient(
-        configuration,
+        access_from_kubeconfig(kubeconfig, context=context, base=base),
         timeout=timeout,
         limiter=limiter,
         on_error=on_error,
         on_request=on_request,
         max_connections=max_connections,
+        temp_dir=temp_dir,
     )
 
 
@@ -200,9 +243,4 @@ async def in_cluster_api_client(
     *, timeout: Timeout = DEFAULT_TIMEOUT, max_connections: int = DEFAULT_MAX_CONNECTIONS
 ) -> ApiClient:
     """A client from the pod's service account (what the manager-cluster Deployment uses)."""
-    configuration = k8s_client.Configuration()
-    InClusterConfigLoader(
-        token_filename="/var/run/secrets/kubernetes.io/serviceaccount/token",
-        cert_filename="/var/run/secrets/kubernetes.io/serviceaccount/ca.crt",
-    ).load_and_set(configuration)
-    return ApiClient(configuration, timeout=timeout, max_connections=max_connections)
+    return ApiClient(in_cluster_access(), timeout=timeout, max_connections=max_connections)

@@ -3,7 +3,7 @@ RESTMapper finds it."""
 
 from __future__ import annotations
 
-from kubernetes_asyncio import client as k8s_client
+from typing import Any
 
 from multikueue.config import GroupVersionKind
 from multikueue.kube.client import ApiClient
@@ -24,55 +24,60 @@ class KindMisspelt(KindUnavailable):
         self.served = served
 
 
+async def _resources(api: ApiClient, group: str, version: str) -> list[dict[str, Any]]:
+    """The APIResourceList of one group version (the core group is ``/api/v1``)."""
+    listed = await api.request("GET", f"/apis/{group}/{version}" if group else f"/api/{version}")
+    return list(listed.get("resources") or [])
+
+
 async def discover_resource(api: ApiClient, gvk: GroupVersionKind) -> Resource:
     """Find ``gvk``'s resource. Raises ``KindUnavailable`` (``KindMisspelt`` when only the case differs)."""
     missing = f'no matches for kind "{gvk.kind}" in version "{gvk.api_version}"'
     try:
-        listed = await k8s_client.CustomObjectsApi(api).get_api_resources(gvk.group, gvk.version)
+        resources = await _resources(api, gvk.group, gvk.version)
     except NotFound:
         raise await _misspelt(api, gvk) or KindUnavailable(missing) from None
-    resources = listed.resources or []
-    names = {r.name for r in resources}
+    names = {r["name"] for r in resources}
     for resource in resources:
-        if resource.kind == gvk.kind and "/" not in resource.name:
+        if resource["kind"] == gvk.kind and "/" not in resource["name"]:
             return Resource(
                 gvk.group,
                 gvk.version,
-                resource.name,
+                resource["name"],
                 gvk.kind,
-                namespaced=bool(resource.namespaced),
-                status_subresource=f"{resource.name}/status" in names,
+                namespaced=bool(resource.get("namespaced")),
+                status_subresource=f"{resource['name']}/status" in names,
             )
     for resource in resources:
-        if resource.kind.lower() == gvk.kind.lower() and "/" not in resource.name:
-            raise KindMisspelt(gvk, GroupVersionKind(gvk.group, gvk.version, resource.kind))
+        if resource["kind"].lower() == gvk.kind.lower() and "/" not in resource["name"]:
+            raise KindMisspelt(gvk, GroupVersionKind(gvk.group, gvk.version, resource["kind"]))
     raise KindUnavailable(missing)
 
 
 async def _misspelt(api: ApiClient, gvk: GroupVersionKind) -> KindMisspelt | None:
     """The group or version in another case (``pipelinerun.v1.Tekton.dev``): the served spelling, if any."""
     try:
-        groups = await k8s_client.ApisApi(api).get_api_versions()
+        groups = (await api.request("GET", "/apis")).get("groups") or []
     except ApiError:
         return None
-    for group in groups.groups or []:
-        if group.name.lower() != gvk.group.lower():
+    for group in groups:
+        if group["name"].lower() != gvk.group.lower():
             continue
-        for version in group.versions or []:
-            if version.version.lower() != gvk.version.lower():
+        for version in group.get("versions") or []:
+            if version["version"].lower() != gvk.version.lower():
                 continue
             try:
-                listed = await k8s_client.CustomObjectsApi(api).get_api_resources(group.name, version.version)
+                resources = await _resources(api, group["name"], version["version"])
             except ApiError:
                 return None
-            for resource in listed.resources or []:
-                if resource.kind.lower() == gvk.kind.lower() and "/" not in resource.name:
-                    return KindMisspelt(gvk, GroupVersionKind(group.name, version.version, resource.kind))
+            for resource in resources:
+                if resource["kind"].lower() == gvk.kind.lower() and "/" not in resource["name"]:
+                    return KindMisspelt(gvk, GroupVersionKind(group["name"], version["version"], resource["kind"]))
     return None
 
 
 async def cluster_identity(api: ApiClient) -> str:
     """What tells one cluster from another: the UID of its ``kube-system`` namespace (created once, never
     recreated). Raises the API's error where it cannot be read."""
-    namespace = await k8s_client.CoreV1Api(api).read_namespace("kube-system")
-    return str(namespace.metadata.uid)
+    namespace = await api.request("GET", "/api/v1/namespaces/kube-system")
+    return str(namespace["metadata"]["uid"])

@@ -1,28 +1,42 @@
 """API errors by what they mean, and as users read them.
 
 Every failed call through ``kube/`` raises an ``ApiError`` subclass (``NotFound``, ``Conflict``, ``Gone``,
-``Refused``...), so code outside ``kube/`` says ``except NotFound`` rather than comparing HTTP codes, and never
-imports the client's exception. ``str()`` of the client's exception dumps the response headers and the raw body,
-which a log line or a condition message must never carry: everything that reports an API failure goes through
-``describe``.
+``Refused``...), so code outside ``kube/`` says ``except NotFound`` rather than comparing HTTP codes. ``str()`` of
+an error keeps the answer's headers and raw body for debugging, which a log line or a condition message must never
+carry: everything that reports an API failure goes through ``describe``.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
-
-from kubernetes_asyncio.client.exceptions import ApiException
-from kubernetes_asyncio.config.config_exception import ConfigException as KubeconfigError
 
 __all__ = [
     "ApiError", "BadRequest", "Busy", "Conflict", "Forbidden", "Gone", "Invalid", "KubeconfigError", "NotFound",
-    "Refused", "Summary", "Unauthorized", "describe", "status_of", "summary", "typed",
+    "Refused", "Summary", "Unauthorized", "describe", "refused", "status_of", "summary",
 ]  # fmt: skip
 
 
-class ApiError(ApiException):
-    """A failed API call (the client's exception, with its status, reason, body and headers)."""
+class KubeconfigError(ValueError):
+    """A kubeconfig (or the pod's service account) that cannot be used: one line naming the field and value."""
+
+
+class ApiError(Exception):
+    """A failed API call: the HTTP status, the reason phrase, the raw body and the answer's headers."""
+
+    def __init__(
+        self, status: int, reason: str = "", body: bytes | str | None = None, headers: Mapping[str, str] | None = None
+    ) -> None:
+        self.status = status
+        self.reason = reason
+        self.body = body.decode(errors="replace") if isinstance(body, bytes) else body
+        self.headers: Mapping[str, str] = headers or {}
+        super().__init__(status, reason)
+
+    def __str__(self) -> str:
+        headers = "".join(f"\n{k}: {v}" for k, v in self.headers.items())
+        return f"({self.status})\nReason: {self.reason}{headers}\nBody: {self.body}"
 
 
 class Refused(ApiError):
@@ -68,18 +82,10 @@ _BY_CODE: dict[int, type[ApiError]] = {
 }  # fmt: skip
 
 
-def refused(status: int, body: bytes) -> ApiError:
-    """The typed error of an answer read unparsed (``_preload_content=False``: watches, streams, answers dropped)."""
-    return typed(ApiException(status=status, reason=body.decode(errors="replace")[:300]))
-
-
-def typed(error: ApiException) -> ApiError:
-    """The client's exception as the ``ApiError`` subclass its code means (the same status, reason, body, headers)."""
-    if isinstance(error, ApiError):
-        return error
-    result = _BY_CODE.get(int(error.status or 0), ApiError)(status=error.status, reason=error.reason)
-    result.body, result.headers = error.body, error.headers
-    return result
+def refused(status: int, reason: str = "", body: bytes | str | None = None, headers: Mapping[str, str] | None = None
+            ) -> ApiError:  # fmt: skip
+    """The ``ApiError`` subclass an HTTP answer's code means, with the answer kept."""
+    return _BY_CODE.get(status, ApiError)(status, reason, body, headers)
 
 
 @dataclass(frozen=True)
@@ -92,7 +98,7 @@ class Summary:
         return f"HTTP {self.code} {self.reason}: {self.message}" if self.message else f"HTTP {self.code} {self.reason}"
 
 
-def summary(error: ApiException) -> Summary:
+def summary(error: ApiError) -> Summary:
     """The code, reason and message of a failed API call (the Status body when there is one)."""
     code = int(error.status or 0)
     reason, message = str(error.reason or ""), ""
@@ -108,7 +114,7 @@ def summary(error: ApiException) -> Summary:
 
 def describe(error: BaseException) -> str:
     """One line for any failure: API errors without headers, others as ``Type: text``."""
-    if isinstance(error, ApiException):
+    if isinstance(error, ApiError):
         return str(summary(error))
     text = str(error)
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
@@ -116,4 +122,4 @@ def describe(error: BaseException) -> str:
 
 def status_of(error: BaseException) -> int | None:
     """The HTTP code of an API error, ``None`` for anything else."""
-    return int(error.status) if isinstance(error, ApiException) and error.status else None
+    return error.status if isinstance(error, ApiError) and error.status else None

@@ -7,9 +7,8 @@ import uuid
 from typing import Any
 
 import structlog
-from kubernetes_asyncio import client as k8s_client
 
-from multikueue.kube.client import ApiClient, raw_body, unread
+from multikueue.kube.client import ApiClient
 from multikueue.kube.errors import ApiError, describe
 
 log = structlog.get_logger(__name__)
@@ -31,10 +30,7 @@ async def record(api: ApiClient, obj: dict[str, Any], *, type_: str, reason: str
         "firstTimestamp": now, "lastTimestamp": now, "count": 1,
     }  # fmt: skip
     try:
-        # The answer is not decoded: into the generated V1Event model (dateutil parsing its timestamps) it cost a
-        # fifth of the dispatcher's CPU in a Direct-mode burst (py-spy, bench/results/README.md).
-        await unread(
-            api, k8s_client.CoreV1Api(api).create_namespaced_event(namespace, raw_body(body), _preload_content=False)
-        )
+        # The answer is not decoded: nothing reads it, and Events are the most frequent write of a burst.
+        await api.send("POST", f"/api/v1/namespaces/{namespace}/events", body=body)
     except ApiError as e:
         log.warning("event not recorded", reason=reason, error=describe(e))

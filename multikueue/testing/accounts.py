@@ -7,12 +7,13 @@ from typing import Any
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from multikueue.kube.client import raw_body
+from multikueue.kube.client import ApiClient
+from multikueue.testing.client import k8s, raw_body
 from multikueue.testing.testbed import Cluster, kubeconfig_document
 
 
 async def mint_service_account_kubeconfig(
-    api: k8s_client.ApiClient,
+    api: ApiClient,
     cluster: Cluster,
     *,
     namespace: str,
@@ -24,7 +25,7 @@ async def mint_service_account_kubeconfig(
     The account has no permissions beyond what RBAC objects grant it, so a test can prove exactly which
     Roles a component needs. Tokens come from the TokenRequest API, as ``kubectl create token`` does.
     """
-    core = k8s_client.CoreV1Api(api)
+    core = k8s_client.CoreV1Api(k8s(api))
     try:
         await core.create_namespaced_service_account(namespace, raw_body({"metadata": {"name": name}}))
     except ApiException as e:

@@ -25,7 +25,8 @@ import yaml
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from multikueue.kube.client import api_client_from_kubeconfig, raw_body
+from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
+from multikueue.testing.client import k8s, raw_body
 
 if TYPE_CHECKING:
     from multikueue.testing.testbed import Cluster, TestBed
@@ -155,13 +156,13 @@ def all_crds() -> list[dict[str, Any]]:
     return kueue_crds() + tekton_crds()
 
 
-async def install_crds(api: k8s_client.ApiClient, crds: Sequence[dict[str, Any]], *, timeout: float = 60.0) -> None:
+async def install_crds(api: ApiClient, crds: Sequence[dict[str, Any]], *, timeout: float = 60.0) -> None:
     """Create or replace each CRD, then wait until every one is ``Established`` and its objects can be listed.
 
     ``Established`` comes before the resource's storage is initialized (lists answer 429 "storage is
     (re)initializing" for a moment), so the wait ends on a successful list.
     """
-    ext = k8s_client.ApiextensionsV1Api(api)
+    ext = k8s_client.ApiextensionsV1Api(k8s(api))
     for crd in crds:
         name = crd["metadata"]["name"]
         try:
@@ -186,7 +187,7 @@ async def install_crds(api: k8s_client.ApiClient, crds: Sequence[dict[str, Any]]
                 await anyio.sleep(0.1)
             spec = crd["spec"]
             version = next(v["name"] for v in spec["versions"] if v.get("storage"))
-            objects = k8s_client.CustomObjectsApi(api)
+            objects = k8s_client.CustomObjectsApi(k8s(api))
             while True:
                 try:
                     await objects.list_cluster_custom_object(spec["group"], version, spec["names"]["plural"], limit=1)
@@ -197,10 +198,10 @@ async def install_crds(api: k8s_client.ApiClient, crds: Sequence[dict[str, Any]]
                 await anyio.sleep(0.1)
 
 
-async def remove_crd(api: k8s_client.ApiClient, crd: dict[str, Any]) -> None:
+async def remove_crd(api: ApiClient, crd: dict[str, Any]) -> None:
     """Delete a CRD a test installed (its objects go with it); one already gone is fine."""
     try:
-        await k8s_client.ApiextensionsV1Api(api).delete_custom_resource_definition(crd["metadata"]["name"])
+        await k8s_client.ApiextensionsV1Api(k8s(api)).delete_custom_resource_definition(crd["metadata"]["name"])
     except ApiException as e:
         if e.status != 404:
             raise

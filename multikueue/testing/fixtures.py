@@ -17,6 +17,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
 from multikueue.testing import crds
+from multikueue.testing.client import k8s
 from multikueue.testing.testbed import TestBed
 
 
@@ -67,13 +68,13 @@ async def namespace(testbed: TestBed, tmp_path: Path, request: pytest.FixtureReq
     clients = [await _client(testbed, c, tmp_path) for c in testbed.clusters]
     try:
         for api in clients:
-            await k8s_client.CoreV1Api(api).create_namespace(
+            await k8s_client.CoreV1Api(k8s(api)).create_namespace(
                 k8s_client.V1Namespace(metadata=k8s_client.V1ObjectMeta(name=name))
             )
         yield name
         for api in clients:
             try:
-                await k8s_client.CoreV1Api(api).delete_namespace(name)
+                await k8s_client.CoreV1Api(k8s(api)).delete_namespace(name)
             except ApiException as e:
                 if e.status != 404:
                     raise

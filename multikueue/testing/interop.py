@@ -29,10 +29,11 @@ import yaml
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from multikueue.kube.client import ApiClient, raw_body
+from multikueue.kube.client import ApiClient
 from multikueue.pki import CertificateAuthority
 from multikueue.testing import crds, processes
 from multikueue.testing.binaries import cache_root
+from multikueue.testing.client import k8s, raw_body
 from multikueue.testing.processes import ManagedProcess
 from multikueue.testing.testbed import Cluster, free_port
 
@@ -113,13 +114,13 @@ class KueueProcess:
         serving.write(self.directory / "webhook", "tls")
         _metrics_certificate(ca)
         await crds.install_crds(api, converted_kueue_crds(self.webhook_port, ca.cert_pem))
-        core = k8s_client.CoreV1Api(api)
+        core = k8s_client.CoreV1Api(k8s(api))
         try:
             await core.create_namespace(raw_body({"metadata": {"name": KUEUE_NAMESPACE}}))
         except ApiException as e:
             if e.status != 409:
                 raise
-        admission: Any = k8s_client.AdmissionregistrationV1Api(api)
+        admission: Any = k8s_client.AdmissionregistrationV1Api(k8s(api))
         for doc in _webhook_configurations(crds.KUEUE.directory(), self.webhook_port, ca.cert_pem):
             create = (admission.create_mutating_webhook_configuration if doc["kind"] == "MutatingWebhookConfiguration"
                       else admission.create_validating_webhook_configuration)  # fmt: skip

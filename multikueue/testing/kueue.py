@@ -15,7 +15,7 @@ import yaml
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from multikueue.kube.client import ApiClient, raw_body
+from multikueue.kube.client import ApiClient
 from multikueue.kube.conditions import now_rfc3339, set_condition
 from multikueue.kube.errors import Conflict
 from multikueue.kube.resources import (
@@ -28,6 +28,7 @@ from multikueue.kube.resources import (
     Objects,
     Resource,
 )
+from multikueue.testing.client import k8s, raw_body
 
 Object = dict[str, Any]
 API_VERSION = "kueue.x-k8s.io/v1beta2"
@@ -185,7 +186,7 @@ async def put_kubeconfig_secret(api: ApiClient, namespace: str, name: str, kubec
     """Create or replace the Secret a MultiKueueCluster names (the kubeconfig under the key ``kubeconfig``)."""
     text = kubeconfig if isinstance(kubeconfig, str) else yaml.safe_dump(kubeconfig)
     body = raw_body({"metadata": {"name": name}, "data": {"kubeconfig": base64.b64encode(text.encode()).decode()}})
-    core = k8s_client.CoreV1Api(api)
+    core = k8s_client.CoreV1Api(k8s(api))
     try:
         await core.create_namespaced_secret(namespace, body)
     except ApiException as e:

@@ -22,6 +22,7 @@ from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects, Resource
 from multikueue.runtime.informer import ObjectKey
 from multikueue.testing import TestBed, kueue
+from multikueue.testing.client import k8s
 from multikueue.testing.objects import pipelinerun, running_status
 from multikueue.testing.waiting import eventually, wait_until
 
@@ -112,7 +113,7 @@ class Scenario:
 
     async def events(self, name: str) -> list[Any]:
         """The manager's Events about the object ``name`` in this scenario's namespace."""
-        listed = await k8s_client.CoreV1Api(self.api["manager"]).list_namespaced_event(self.namespace)
+        listed = await k8s_client.CoreV1Api(k8s(self.api["manager"])).list_namespaced_event(self.namespace)
         return [e for e in listed.items if e.involved_object.name == name]
 
     async def check_state(self, workload: str, **expected: Any) -> Any:
@@ -199,7 +200,7 @@ async def scenario(
     await kueue.multikueue_teardown(manager_api, s.names)
     # Nothing deletes namespaces here (no controller-manager): the test's PipelineRuns on the manager would stay,
     # and a later test's controller would find direct-mode ones placed on workers that no longer exist.
-    runs = k8s_client.CustomObjectsApi(manager_api)
+    runs = k8s_client.CustomObjectsApi(k8s(manager_api))
     await runs.delete_collection_namespaced_custom_object("tekton.dev", "v1", namespace, "pipelineruns")
 
 

@@ -15,11 +15,12 @@ from kubernetes_asyncio import client as k8s_client
 
 from multikueue.kube.client import ApiClient
 from multikueue.testing import TestBed
+from multikueue.testing.client import k8s
 from tests.integration.controller import run_argv
 
 
 async def _config_map(api: ApiClient, namespace: str, text: str) -> None:
-    await k8s_client.CoreV1Api(api).create_namespaced_config_map(
+    await k8s_client.CoreV1Api(k8s(api)).create_namespaced_config_map(
         namespace, {"metadata": {"name": "multikueue-config"}, "data": {"controller_manager_config.yaml": text}}
     )
 

@@ -1,9 +1,11 @@
-"""The per-cluster client: every request passes the worker's rate limiter (a real server answers)."""
+"""kube/'s own client against a real API server: the rate limiter, the connection bound, Events written
+undecoded, and credentials from an exec plugin."""
 
 from __future__ import annotations
 
 import asyncio
 import os
+import sys
 from pathlib import Path
 from types import TracebackType
 
@@ -11,9 +13,11 @@ import pytest
 from kubernetes_asyncio import client as k8s_client
 
 from multikueue.kube import events
-from multikueue.kube.client import api_client_from_kubeconfig, rate_limit, unread
-from multikueue.kube.errors import NotFound
+from multikueue.kube.client import ApiClient, api_client_from_kubeconfig, rate_limit
+from multikueue.kube.errors import NotFound, Unauthorized
 from multikueue.testing import TestBed
+from multikueue.testing.accounts import mint_service_account_kubeconfig
+from multikueue.testing.client import k8s
 
 
 class CountingLimiter:
@@ -34,8 +38,8 @@ async def test_every_request_passes_the_limiter(testbed: TestBed, tmp_path: Path
     kubeconfig = testbed.cluster("worker1").kubeconfig
     async with await api_client_from_kubeconfig(kubeconfig, temp_dir=tmp_path, limiter=limiter) as api:
         for _ in range(3):
-            await k8s_client.VersionApi(api).get_code()
-        await k8s_client.CoreV1Api(api).list_namespace()
+            await api.request("GET", "/version")
+        await api.request("GET", "/api/v1/namespaces")
     assert limiter.entered == 4
 
 
@@ -43,8 +47,8 @@ async def test_a_real_limiter_lets_requests_through(testbed: TestBed, tmp_path: 
     kubeconfig = testbed.cluster("worker1").kubeconfig
     limiter = rate_limit(qps=1000, burst=5)
     async with await api_client_from_kubeconfig(kubeconfig, temp_dir=tmp_path, limiter=limiter) as api:
-        versions = [await k8s_client.VersionApi(api).get_code() for _ in range(10)]
-    assert {v.major for v in versions} == {"1"}
+        versions = [await api.request("GET", "/version") for _ in range(10)]
+    assert {v["major"] for v in versions} == {"1"}
 
 
 def _connections_to(port: int) -> int:
@@ -76,9 +80,8 @@ async def test_requests_in_flight_share_at_most_max_connections(testbed: TestBed
         async with await api_client_from_kubeconfig(
             cluster.kubeconfig, temp_dir=tmp_path, max_connections=limit
         ) as api:
-            core = k8s_client.CoreV1Api(api)
-            results = await asyncio.gather(*(core.list_namespace() for _ in range(30)))
-            assert all(r.items for r in results)  # every request beyond the limit waited for a connection
+            results = await asyncio.gather(*(api.request("GET", "/api/v1/namespaces") for _ in range(30)))
+            assert all(r["items"] for r in results)  # every request beyond the limit waited for a connection
             opened[limit] = _connections_to(port) - before  # idle connections stay open (keep-alive)
     assert 1 <= opened[3] <= 3
     assert opened[30] > 3  # without the bound the same burst opens more: the count above can tell
@@ -92,8 +95,35 @@ async def test_an_event_is_written_without_decoding_its_answer_and_a_refused_one
     async with await api_client_from_kubeconfig(kubeconfig, temp_dir=tmp_path, on_error=failures.append) as api:
         about = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "about", "namespace": "default"}}
         await events.record(api, about, type_="Normal", reason="Written", message="raw", component="test")
-        listed = await k8s_client.CoreV1Api(api).list_namespaced_event("default")
+        listed = await k8s_client.CoreV1Api(k8s(api)).list_namespaced_event("default")
         assert [e.message for e in listed.items if e.reason == "Written"] == ["raw"]
         with pytest.raises(NotFound):  # what events.record gets back (and logs) when the namespace is missing
-            await unread(api, k8s_client.CoreV1Api(api).read_namespace("no-such-namespace", _preload_content=False))
+            await api.send("POST", "/api/v1/namespaces/no-such-namespace/events", body={"metadata": {"name": "x"}})
     assert failures == ["404"], "a refused request is counted as a decoded one's would be"
+
+
+async def test_an_exec_plugin_authenticates_and_runs_again_when_the_server_refuses_its_token(
+    testbed: TestBed, worker1_api: ApiClient, namespace: str, tmp_path: Path
+) -> None:
+    """The plugin prints whatever token is in a file: first a wrong one (401, refused and counted), then the
+    ServiceAccount's own, which the next request fetches by running the plugin again."""
+    cluster = testbed.cluster("worker1")
+    minted = await mint_service_account_kubeconfig(worker1_api, cluster, namespace=namespace, name="exec-user")
+    token = minted["users"][0]["user"]["token"]
+    source = tmp_path / "token"
+    source.write_text("not-a-token")
+    script = ("import json,pathlib,sys; print(json.dumps({'apiVersion': 'client.authentication.k8s.io/v1', "
+              "'kind': 'ExecCredential', 'status': {'token': pathlib.Path(sys.argv[1]).read_text()}}))")  # fmt: skip
+    minted["users"][0]["user"] = {
+        "exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable,
+                 "args": ["-c", script, str(source)]},
+    }  # fmt: skip
+    failures: list[str] = []
+    async with await api_client_from_kubeconfig(minted, on_error=failures.append) as api:
+        with pytest.raises(Unauthorized):
+            await api.request("GET", "/version")
+        source.write_text(token)
+        review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+        answer = await api.request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", body=review)
+    assert answer["status"]["userInfo"]["username"] == f"system:serviceaccount:{namespace}:exec-user"
+    assert failures == ["401"]

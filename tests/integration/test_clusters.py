@@ -16,6 +16,7 @@ from multikueue.controllers import ConfigSource, Controllers, load_configuration
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import ADMISSION_CHECKS, MULTIKUEUE_CLUSTERS, MULTIKUEUE_CONFIGS, Objects
 from multikueue.testing import TestBed, kueue
+from multikueue.testing.client import k8s
 from multikueue.testing.waiting import eventually
 
 CONTROLLER = "multikueue.x-k8s.io/external-dispatcher"
@@ -23,7 +24,9 @@ CONTROLLER = "multikueue.x-k8s.io/external-dispatcher"
 
 async def _listed(objects: Objects) -> list[dict[str, Any]]:
     r = objects.resource
-    listed = await k8s_client.CustomObjectsApi(objects.api).list_cluster_custom_object(r.group, r.version, r.plural)
+    listed = await k8s_client.CustomObjectsApi(k8s(objects.api)).list_cluster_custom_object(
+        r.group, r.version, r.plural
+    )
     return list(listed["items"])
 
 
@@ -35,7 +38,7 @@ class Harness:
         self.clusters = Objects(api, MULTIKUEUE_CLUSTERS)
         self.checks = Objects(api, ADMISSION_CHECKS)
         self.configs = Objects(api, MULTIKUEUE_CONFIGS)
-        self.core = k8s_client.CoreV1Api(api)
+        self.core = k8s_client.CoreV1Api(k8s(api))
         self.manager: Controllers | None = None
 
     def name(self, short: str) -> str:
@@ -265,7 +268,7 @@ async def test_admission_checks_of_other_controllers_are_left_alone(harness: Any
 async def test_a_configmap_change_applies_without_a_restart_and_a_bad_one_keeps_the_last_good(
     testbed: TestBed, manager_api: ApiClient, namespace: str, tmp_path: Path
 ) -> None:
-    core = k8s_client.CoreV1Api(manager_api)
+    core = k8s_client.CoreV1Api(k8s(manager_api))
 
     def document(*kinds: str, lost_timeout: str = "15m") -> dict[str, Any]:
         frameworks = [{"name": k} for k in ("PipelineRun.v1.tekton.dev", *kinds)]
@@ -351,7 +354,7 @@ async def test_a_kubeconfig_that_leads_to_another_cluster_is_refused_and_the_con
     first = await h.clusters.get(h.name("worker1"))
     assert first is not None
     identity = first["metadata"]["annotations"]["multikueue.x-k8s.io/worker-identity"]
-    kube_system = await k8s_client.CoreV1Api(h.api).read_namespace("kube-system")  # the manager's own
+    kube_system = await k8s_client.CoreV1Api(k8s(h.api)).read_namespace("kube-system")  # the manager's own
     assert identity != kube_system.metadata.uid
 
     await h.put_secret("w1", testbed.cluster("worker2").kubeconfig)

@@ -15,6 +15,7 @@ from multikueue.clusters import connections
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import Resource
 from multikueue.testing import crds, kueue
+from multikueue.testing.client import k8s
 from multikueue.testing.objects import pipelinerun, widget, widget_crd
 from multikueue.testing.waiting import eventually
 from tests.integration.scenario import Scenario
@@ -74,7 +75,7 @@ def worker_key(s: Scenario, cluster: str) -> str:
 async def names_on(s: Scenario, worker: str) -> list[str]:
     from kubernetes_asyncio import client as k8s_client
 
-    listed = await k8s_client.CustomObjectsApi(s.api[worker]).list_namespaced_custom_object(
+    listed = await k8s_client.CustomObjectsApi(k8s(s.api[worker])).list_namespaced_custom_object(
         "tekton.dev", "v1", s.namespace, "pipelineruns"
     )
     return sorted(i["metadata"]["name"] for i in listed["items"])

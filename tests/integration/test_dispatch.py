@@ -12,6 +12,7 @@ from multikueue.kube.resources import Objects, Resource
 from multikueue.labels import PREBUILT_WORKLOAD
 from multikueue.runtime.informer import ObjectKey
 from multikueue.testing import kueue
+from multikueue.testing.client import k8s
 from multikueue.testing.objects import pipelinerun, running_status
 from multikueue.testing.waiting import eventually, wait_until
 from tests.integration.controller import run_argv
@@ -106,7 +107,7 @@ async def test_an_owner_of_a_kind_not_configured_is_rejected(scenario: Scenario)
     s = scenario
     from kubernetes_asyncio import client as k8s_client
 
-    owner = await k8s_client.CoreV1Api(s.api["manager"]).create_namespaced_config_map(
+    owner = await k8s_client.CoreV1Api(k8s(s.api["manager"])).create_namespaced_config_map(
         s.namespace, {"metadata": {"name": "not-a-job"}}
     )
     body = kueue.workload_for(

@@ -15,6 +15,7 @@ from kubernetes_asyncio import client as k8s_client
 
 from multikueue.kube.resources import Resource
 from multikueue.testing import crds, kueue
+from multikueue.testing.client import k8s
 from multikueue.testing.objects import pipelinerun, running_status
 from multikueue.testing.waiting import eventually
 from tests.integration.scenario import Scenario
@@ -26,11 +27,11 @@ SUCCEEDED = '.status.conditions[?type=="Succeeded"].status'
 async def _namespace_on(s: Scenario, name: str, *clusters: str) -> None:
     for cluster in clusters:
         body = k8s_client.V1Namespace(metadata=k8s_client.V1ObjectMeta(name=name))
-        await k8s_client.CoreV1Api(s.api[cluster]).create_namespace(body)
+        await k8s_client.CoreV1Api(k8s(s.api[cluster])).create_namespace(body)
 
 
 async def _events(s: Scenario, namespace: str, name: str) -> list[Any]:
-    listed = await k8s_client.CoreV1Api(s.api["manager"]).list_namespaced_event(namespace)
+    listed = await k8s_client.CoreV1Api(k8s(s.api["manager"])).list_namespaced_event(namespace)
     return [e for e in listed.items if e.involved_object.name == name]
 
 

@@ -19,6 +19,7 @@ from kubernetes_asyncio import client as k8s_client
 
 from multikueue.kube.resources import Resource
 from multikueue.testing import TestBed, crds, kueue
+from multikueue.testing.client import k8s
 from multikueue.testing.waiting import eventually
 from tests.integration.scenario import Scenario
 
@@ -283,7 +284,7 @@ async def test_a_kind_that_cannot_hold_conditions_keeps_its_record_and_says_each
     await eventually(
         lambda: _settled(controller, before + 3 * len(names)), until=bool, what="every waiting run looked at again"
     )
-    listed = await k8s_client.CoreV1Api(s.api["manager"]).list_namespaced_event(s.namespace)
+    listed = await k8s_client.CoreV1Api(k8s(s.api["manager"])).list_namespaced_event(s.namespace)
     told = sorted(e.involved_object.name for e in listed.items if e.reason == "NoWorkerFits")
     assert told == names, told
 

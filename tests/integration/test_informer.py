@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import functools
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -13,9 +12,11 @@ from kubernetes_asyncio import client as k8s_client
 
 from multikueue.kube.client import ApiClient
 from multikueue.kube.listwatch import ApiListSource
+from multikueue.kube.resources import Objects, Resource
 from multikueue.runtime.informer import Informer, ObjectKey
 from multikueue.runtime.workqueue import Backoff
 from multikueue.testing import TestBed
+from multikueue.testing.client import k8s
 from multikueue.testing.objects import PIPELINERUN, pipelinerun, running_status
 from multikueue.testing.waiting import wait_until
 
@@ -23,11 +24,7 @@ MERGE_PATCH = "application/merge-patch+json"
 
 
 def pipelinerun_source(api: ApiClient, namespace: str) -> ApiListSource:
-    co = k8s_client.CustomObjectsApi(api)
-    return ApiListSource(
-        functools.partial(co.list_namespaced_custom_object, **PIPELINERUN, namespace=namespace),
-        description=f"pipelineruns in {namespace}",
-    )
+    return Objects(api, Resource("tekton.dev", "v1", "pipelineruns", "PipelineRun")).source(namespace=namespace)
 
 
 @pytest.fixture
@@ -43,12 +40,14 @@ async def running() -> AsyncIterator[Any]:
 
 
 async def server_names(api: ApiClient, namespace: str) -> list[str]:
-    listed = await k8s_client.CustomObjectsApi(api).list_namespaced_custom_object(**PIPELINERUN, namespace=namespace)
+    listed = await k8s_client.CustomObjectsApi(k8s(api)).list_namespaced_custom_object(
+        **PIPELINERUN, namespace=namespace
+    )
     return sorted(i["metadata"]["name"] for i in listed["items"])
 
 
 async def test_the_cache_follows_every_change(namespace: str, worker1_api: ApiClient, running: Any) -> None:
-    co = k8s_client.CustomObjectsApi(worker1_api)
+    co = k8s_client.CustomObjectsApi(k8s(worker1_api))
     await co.create_namespaced_custom_object(**PIPELINERUN, namespace=namespace, body=pipelinerun("before"))
     events: list[tuple[str, str]] = []
     informer = running(
@@ -81,7 +80,7 @@ async def test_the_cache_follows_every_change(namespace: str, worker1_api: ApiCl
 async def test_the_cache_recovers_after_the_apiserver_restarts_with_history_gone(
     testbed: TestBed, namespace: str, worker2_api: ApiClient, manager_api: ApiClient, running: Any
 ) -> None:
-    co = k8s_client.CustomObjectsApi(worker2_api)
+    co = k8s_client.CustomObjectsApi(k8s(worker2_api))
     for name in ("kept", "dropped"):
         await co.create_namespaced_custom_object(**PIPELINERUN, namespace=namespace, body=pipelinerun(name))
     informer = running(Informer(pipelinerun_source(worker2_api, namespace), backoff=Backoff(base=0.2, cap=2)))
@@ -93,7 +92,7 @@ async def test_the_cache_recovers_after_the_apiserver_restarts_with_history_gone
     await wait_until(lambda: not informer.connected, what="disconnected")
     assert informer.disconnected_since is not None
     # History moves on without this watch: other clusters write to the shared etcd, which is then compacted.
-    await k8s_client.CoreV1Api(manager_api).create_namespaced_config_map(namespace, {"metadata": {"name": "tick"}})
+    await k8s_client.CoreV1Api(k8s(manager_api)).create_namespaced_config_map(namespace, {"metadata": {"name": "tick"}})
     testbed.compact_etcd()
     testbed.start_apiserver("worker2")
 

@@ -14,6 +14,7 @@ from kubernetes_asyncio import client as k8s_client
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import WORKLOADS, Objects, Resource
 from multikueue.testing import TestBed, kueue
+from multikueue.testing.client import k8s
 from multikueue.testing.objects import pipelinerun
 from multikueue.testing.testbed import free_port
 from multikueue.testing.waiting import eventually
@@ -25,7 +26,7 @@ PIPELINERUNS = Resource("tekton.dev", "v1", "pipelineruns", "PipelineRun")
 
 async def _holder(api: ApiClient, namespace: str) -> str | None:
     try:
-        lease = await k8s_client.CoordinationV1Api(api).read_namespaced_lease("multikueue-dispatcher", namespace)
+        lease = await k8s_client.CoordinationV1Api(k8s(api)).read_namespaced_lease("multikueue-dispatcher", namespace)
     except k8s_client.ApiException:
         return None
     return lease.spec.holder_identity if lease.spec else None
@@ -117,7 +118,7 @@ async def test_the_standby_takes_over_when_the_leader_dies(
                 lambda r=run: Objects(worker1_api, PIPELINERUNS).get(r, namespace),  # type: ignore[misc]
                 what=f"{run} created on worker1",
             )
-        listed = await k8s_client.CustomObjectsApi(worker1_api).list_namespaced_custom_object(
+        listed = await k8s_client.CustomObjectsApi(k8s(worker1_api)).list_namespaced_custom_object(
             "tekton.dev", "v1", namespace, "pipelineruns"
         )
         assert sorted(i["metadata"]["name"] for i in listed["items"]) == ["first", "second"]

@@ -20,6 +20,7 @@ from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects, R
 from multikueue.labels import WORKER_IDENTITY_ANNOTATION
 from multikueue.testing import TestBed, kueue
 from multikueue.testing.accounts import mint_service_account_kubeconfig
+from multikueue.testing.client import k8s
 from multikueue.testing.objects import pipelinerun, running_status
 from multikueue.testing.testbed import free_port
 from multikueue.testing.waiting import eventually, wait_until
@@ -121,7 +122,7 @@ async def test_the_shipped_rbac_is_exactly_enough_to_dispatch(
     finally:
         await kueue.multikueue_teardown(manager_api, names)
         # A managedBy PipelineRun left behind would be placed by a later test's direct-mode controller.
-        await k8s_client.CustomObjectsApi(manager_api).delete_collection_namespaced_custom_object(
+        await k8s_client.CustomObjectsApi(k8s(manager_api)).delete_collection_namespaced_custom_object(
             "tekton.dev", "v1", namespace, "pipelineruns"
         )
 
@@ -137,7 +138,7 @@ async def test_a_worker_identity_the_controller_may_not_write_yet_is_written_onc
     worker = await mint_service_account_kubeconfig(
         worker1_api, testbed.cluster("worker1"), namespace=SYSTEM, name="multikueue-dispatcher"
     )
-    rbac: Any = k8s_client.RbacAuthorizationV1Api(manager_api)
+    rbac: Any = k8s_client.RbacAuthorizationV1Api(k8s(manager_api))
     role = await rbac.read_cluster_role("multikueue-controller")
     for rule in role.rules:
         if "multikueueclusters" in (rule.resources or []):
@@ -169,7 +170,7 @@ async def test_a_worker_identity_the_controller_may_not_write_yet_is_written_onc
                 timeout=60,
                 what="the worker's identity recorded once the write is allowed",
             )
-            kube_system = await k8s_client.CoreV1Api(worker1_api).read_namespace("kube-system")
+            kube_system = await k8s_client.CoreV1Api(k8s(worker1_api)).read_namespace("kube-system")
             assert recorded is not None
             assert recorded["metadata"]["annotations"][WORKER_IDENTITY_ANNOTATION] == kube_system.metadata.uid
             tg.cancel_scope.cancel()
@@ -185,7 +186,7 @@ async def _restore_rbac(bed: TestBed) -> None:
 
 async def _invalid_edit_is_reported(manager_api: ApiClient, source: ConfigSource) -> None:
     """The ConfigMap watch works as the shipped ServiceAccount: an invalid edit is reported on the ConfigMap."""
-    core = k8s_client.CoreV1Api(manager_api)
+    core = k8s_client.CoreV1Api(k8s(manager_api))
     original = (await core.read_namespaced_config_map(source.name, source.namespace)).data[source.key]
     await core.patch_namespaced_config_map(source.name, source.namespace, {"data": {source.key: "multiKueue: []"}})
     try:
@@ -220,7 +221,7 @@ async def _dispatch_one(
     # The worker's Warning Events reach the manager object through the shipped worker RBAC (list, watch events).
     await record(worker2_api, remote, type_="Warning", reason="Throttled", message="slow down", component="test")
     await eventually(
-        lambda: k8s_client.CoreV1Api(manager_api).list_namespaced_event(
+        lambda: k8s_client.CoreV1Api(k8s(manager_api)).list_namespaced_event(
             namespace, field_selector="involvedObject.name=least-privilege"
         ),
         until=lambda e: any(x.message == 'worker "' + names["worker2"] + '": Throttled: slow down' for x in e.items),
@@ -258,7 +259,7 @@ async def test_the_shipped_integration_rbac_is_exactly_enough_to_queue(
     """config/integration applied for real (on worker1, as ``--role worker`` would run there); the webhook's
     certificate Secret and caBundle, the Workload's life and the object's patches all as the shipped account."""
     await kubectl(testbed, "worker1", "apply", "--server-side", "-k", str(CONFIG / "integration"))
-    admission: Any = k8s_client.AdmissionregistrationV1Api(worker1_api)
+    admission: Any = k8s_client.AdmissionregistrationV1Api(k8s(worker1_api))
     port = free_port()
     # The shipped webhook points at a Service (no pods here): aim it at this process, for this test's namespace only.
     aimed = {"webhooks": [{

@@ -19,11 +19,12 @@ from multikueue.clusters import connections
 from multikueue.config import GroupVersionKind, parse_configuration
 from multikueue.integration.reconciler import IntegrationReconciler
 from multikueue.integration.workloads import build, workload_name
-from multikueue.kube.client import ApiClient, raw_body
+from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import WORKLOADS, Objects, Resource
 from multikueue.labels import HELD_ANNOTATION, QUEUE_NAME_LABEL
 from multikueue.runtime.informer import Informer, ObjectKey
 from multikueue.testing import crds, kueue
+from multikueue.testing.client import k8s, raw_body
 from multikueue.testing.dispatcher import running
 from multikueue.testing.objects import WIDGET_GROUP, pipelinerun, widget_crd
 from multikueue.testing.testbed import free_port
@@ -92,7 +93,7 @@ async def _webhook_configuration(api: ApiClient, namespace: str, port: int) -> A
             "failurePolicy": "Fail", "sideEffects": "None", "admissionReviewVersions": ["v1"], "timeoutSeconds": 5,
         }],
     }  # fmt: skip
-    admission: Any = k8s_client.AdmissionregistrationV1Api(api)
+    admission: Any = k8s_client.AdmissionregistrationV1Api(k8s(api))
     await admission.create_mutating_webhook_configuration(raw_body(body))
     try:
         yield name
@@ -121,7 +122,7 @@ def _held(obj: Any) -> bool:
 
 
 async def _events(api: ApiClient, namespace: str, name: str) -> list[Any]:
-    listed = await k8s_client.CoreV1Api(api).list_namespaced_event(namespace)
+    listed = await k8s_client.CoreV1Api(k8s(api)).list_namespaced_event(namespace)
     return [e for e in listed.items if e.involved_object.name == name]
 
 

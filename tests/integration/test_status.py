@@ -11,9 +11,9 @@ import anyio
 import yaml
 from kubernetes_asyncio import client as k8s_client
 
-from multikueue.kube.client import raw_body
 from multikueue.testing import kueue
 from multikueue.testing.accounts import mint_service_account_kubeconfig
+from multikueue.testing.client import k8s, raw_body
 from tests.integration.scenario import Scenario
 
 KIND = "PipelineRun.v1.tekton.dev"
@@ -70,7 +70,7 @@ async def test_status_reads_a_worker_only_when_the_users_own_rbac_allows_its_sec
     s = scenario
     _, workload = await s.submit("mine")
     await s.copied(workload["metadata"]["name"])
-    rbac: Any = k8s_client.RbacAuthorizationV1Api(s.api["manager"])
+    rbac: Any = k8s_client.RbacAuthorizationV1Api(k8s(s.api["manager"]))
     role = f"status-reader-{s.namespace}"
     rules = [
         {"apiGroups": ["tekton.dev"], "resources": ["pipelineruns"], "verbs": ["get"]},

@@ -17,6 +17,7 @@ from multikueue.kube.errors import Conflict, Gone, NotFound
 from multikueue.kube.resources import Objects, Resource
 from multikueue.testing import KUBERNETES_VERSION, TestBed
 from multikueue.testing.accounts import mint_service_account_kubeconfig
+from multikueue.testing.client import k8s
 from multikueue.testing.objects import PIPELINERUN, pipelinerun, running_status
 from multikueue.testing.waiting import eventually
 
@@ -27,15 +28,15 @@ async def test_three_separate_clusters_at_the_pinned_version(
     namespace: str, manager_api: ApiClient, worker1_api: ApiClient, worker2_api: ApiClient
 ) -> None:
     for api in (manager_api, worker1_api, worker2_api):
-        version = await k8s_client.VersionApi(api).get_code()
+        version = await k8s_client.VersionApi(k8s(api)).get_code()
         assert version.git_version == f"v{KUBERNETES_VERSION}"
 
-    await k8s_client.CoreV1Api(worker1_api).create_namespaced_config_map(
+    await k8s_client.CoreV1Api(k8s(worker1_api)).create_namespaced_config_map(
         namespace, {"metadata": {"name": "only-on-worker1"}}
     )
     for api in (manager_api, worker2_api):
         with pytest.raises(NotFound) as e:  # kube/'s client raises what the code means
-            await k8s_client.CoreV1Api(api).read_namespaced_config_map("only-on-worker1", namespace)
+            await api.request("GET", f"/api/v1/namespaces/{namespace}/configmaps/only-on-worker1")
         assert e.value.status == 404
     runs = Objects(worker1_api, Resource("tekton.dev", "v1", "pipelineruns", "PipelineRun"))
     await runs.create(pipelinerun("twice"), namespace)
@@ -44,7 +45,7 @@ async def test_three_separate_clusters_at_the_pinned_version(
 
 
 async def test_real_pipelinerun_crd_prunes_unknown_spec_fields(namespace: str, worker1_api: ApiClient) -> None:
-    co = k8s_client.CustomObjectsApi(worker1_api)
+    co = k8s_client.CustomObjectsApi(k8s(worker1_api))
     body = pipelinerun("pruned", notAField="dropped by the structural schema")
     body["spec"]["taskRunTemplate"] = {"serviceAccountName": "default", "alsoNotAField": True}
     await co.create_namespaced_custom_object(**PIPELINERUN, namespace=namespace, body=body)
@@ -60,7 +61,7 @@ async def test_real_pipelinerun_crd_prunes_unknown_spec_fields(namespace: str, w
 
 
 async def test_status_merge_patch_goes_through_the_status_subresource(namespace: str, worker1_api: ApiClient) -> None:
-    co = k8s_client.CustomObjectsApi(worker1_api)
+    co = k8s_client.CustomObjectsApi(k8s(worker1_api))
     await co.create_namespaced_custom_object(**PIPELINERUN, namespace=namespace, body=pipelinerun("run"))
 
     # A status sent to the main resource is ignored once the CRD has a status subresource.
@@ -110,7 +111,7 @@ async def test_status_merge_patch_goes_through_the_status_subresource(namespace:
 async def test_watch_from_a_list_resource_version_delivers_changes_and_bookmarks(
     namespace: str, worker1_api: ApiClient
 ) -> None:
-    co = k8s_client.CustomObjectsApi(worker1_api)
+    co = k8s_client.CustomObjectsApi(k8s(worker1_api))
     selector = "watched=yes"
     listed = await co.list_namespaced_custom_object(**PIPELINERUN, namespace=namespace, label_selector=selector)
     list_rv = listed["metadata"]["resourceVersion"]
@@ -181,8 +182,8 @@ async def _watch_once(co: k8s_client.CustomObjectsApi, namespace: str, rv: str) 
 async def _gone_then_relist(bed: TestBed, cluster: str, restart: bool) -> None:
     namespace = f"compaction-{int(time.time() * 1000)}"
     async with await api_client_from_kubeconfig(bed.cluster(cluster).kubeconfig) as api:
-        co = k8s_client.CustomObjectsApi(api)
-        await k8s_client.CoreV1Api(api).create_namespace({"metadata": {"name": namespace}})
+        co = k8s_client.CustomObjectsApi(k8s(api))
+        await k8s_client.CoreV1Api(k8s(api)).create_namespace({"metadata": {"name": namespace}})
         old_rv = (await co.list_namespaced_custom_object(**PIPELINERUN, namespace=namespace))["metadata"][
             "resourceVersion"
         ]
@@ -243,15 +244,15 @@ async def test_worker_apiserver_lost_then_back(testbed: TestBed, namespace: str,
     worker2 = testbed.cluster("worker2")
     timeout = aiohttp.ClientTimeout(total=3, connect=2)
     async with await api_client_from_kubeconfig(worker2.kubeconfig, timeout=timeout, temp_dir=tmp_path) as api:
-        core = k8s_client.CoreV1Api(api)
-        await core.create_namespaced_config_map(namespace, {"metadata": {"name": "survivor"}})
+        survivor_path = f"/api/v1/namespaces/{namespace}/configmaps/survivor"
+        await api.request("POST", f"/api/v1/namespaces/{namespace}/configmaps", body={"metadata": {"name": "survivor"}})
 
         # Hung (SIGSTOP, like a partition): the client's default timeout ends the request, no hang.
         testbed.pause_apiserver("worker2")
         try:
             with anyio.fail_after(10):
                 with pytest.raises((TimeoutError, aiohttp.ClientError)):
-                    await core.read_namespaced_config_map("survivor", namespace)
+                    await api.request("GET", survivor_path)
         finally:
             testbed.resume_apiserver("worker2")
 
@@ -259,13 +260,11 @@ async def test_worker_apiserver_lost_then_back(testbed: TestBed, namespace: str,
         testbed.stop_apiserver("worker2", kill=True)
         with anyio.fail_after(10):
             with pytest.raises(aiohttp.ClientConnectorError):
-                await core.read_namespaced_config_map("survivor", namespace)
+                await api.request("GET", survivor_path)
 
         testbed.start_apiserver("worker2", wait=False)
-        survivor = await eventually(
-            lambda: core.read_namespaced_config_map("survivor", namespace), timeout=120, what="worker2 back"
-        )
-        assert survivor.metadata.name == "survivor"  # state lives in etcd, not in the apiserver
+        survivor = await eventually(lambda: api.request("GET", survivor_path), timeout=120, what="worker2 back")
+        assert survivor["metadata"]["name"] == "survivor"  # state lives in etcd, not in the apiserver
 
 
 async def test_restricted_service_account_gets_only_what_rbac_grants(
@@ -276,10 +275,10 @@ async def test_restricted_service_account_gets_only_what_rbac_grants(
     )
     async with await api_client_from_kubeconfig(kubeconfig, temp_dir=tmp_path) as restricted:
         with pytest.raises(ApiException) as e:
-            await k8s_client.CoreV1Api(restricted).list_namespaced_config_map(namespace)
+            await k8s_client.CoreV1Api(k8s(restricted)).list_namespaced_config_map(namespace)
         assert e.value.status == 403
 
-        rbac = k8s_client.RbacAuthorizationV1Api(worker1_api)
+        rbac = k8s_client.RbacAuthorizationV1Api(k8s(worker1_api))
         await rbac.create_namespaced_role(
             namespace,
             {
@@ -299,9 +298,9 @@ async def test_restricted_service_account_gets_only_what_rbac_grants(
                 "subjects": [{"kind": "ServiceAccount", "name": "reader", "namespace": namespace}],
             },
         )
-        await eventually(lambda: k8s_client.CoreV1Api(restricted).list_namespaced_config_map(namespace))
+        await eventually(lambda: k8s_client.CoreV1Api(k8s(restricted)).list_namespaced_config_map(namespace))
         with pytest.raises(ApiException) as e:
-            await k8s_client.CoreV1Api(restricted).list_namespaced_secret(namespace)
+            await k8s_client.CoreV1Api(k8s(restricted)).list_namespaced_secret(namespace)
         assert e.value.status == 403
 
     # Each cluster has its own token issuer: worker1's token means nothing to worker2.
@@ -316,7 +315,7 @@ async def test_restricted_service_account_gets_only_what_rbac_grants(
     }
     async with await api_client_from_kubeconfig(foreign, temp_dir=tmp_path) as stranger:
         with pytest.raises(ApiException) as e:
-            await k8s_client.CoreV1Api(stranger).list_namespaced_config_map(namespace)
+            await k8s_client.CoreV1Api(k8s(stranger)).list_namespaced_config_map(namespace)
         assert e.value.status == 401
 
 

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import anyio
-from kubernetes_asyncio import client as k8s_client
 
 from multikueue.kube.client import ApiClient
+from multikueue.kube.kubeconfig import ClusterAccess
 from multikueue.kube.resources import WORKLOADS, Resource
 from multikueue.runtime.shared import SharedInformers
 
 
 async def test_readers_of_one_resource_share_one_informer_started_once() -> None:
-    api = ApiClient(k8s_client.Configuration(host="http://127.0.0.1:1"))
+    api = ApiClient(ClusterAccess(server="http://127.0.0.1:1"))
     try:
         informers = SharedInformers(api)
         first = informers.of(WORKLOADS)

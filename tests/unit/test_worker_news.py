@@ -6,13 +6,13 @@ from collections import deque
 from typing import Any
 
 import pytest
-from kubernetes_asyncio import client as k8s_client
 
 from multikueue.clusters.connections import WorkerConnection
 from multikueue.config import GroupVersionKind, parse_configuration
 from multikueue.dispatch.adapter import GenericAdapter
 from multikueue.dispatch.reconciler import WorkloadReconciler
 from multikueue.kube.client import ApiClient
+from multikueue.kube.kubeconfig import ClusterAccess
 from multikueue.runtime.informer import Informer, ObjectKey
 
 PIPELINERUN = GroupVersionKind("tekton.dev", "v1", "PipelineRun")
@@ -33,7 +33,7 @@ async def test_a_warning_read_by_a_failed_pass_is_told_by_the_next_one_and_only_
     connection = WorkerConnection("w1", {}, origin="mk", gvks=(), timeout=1, on_state_change=lambda: None)
     key = ObjectKey("ns", "pipelinerun-hello")
     connection.warnings[key] = deque([("FailedCreate", "quota exceeded")])
-    api = ApiClient(k8s_client.Configuration(host="http://127.0.0.1:1"))
+    api = ApiClient(ClusterAccess(server="http://127.0.0.1:1"))
     reconciler = WorkloadReconciler(
         config, api, Informer(_Nowhere()), Informer(_Nowhere()), Informer(_Nowhere()),
         lambda: {"w1": connection.worker}, {},

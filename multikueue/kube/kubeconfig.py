@@ -1,0 +1,157 @@
+"""Where a cluster is and how to authenticate to it, from a kubeconfig document or the pod's service account.
+
+What client-go's ``clientcmd`` reads, for the fields a controller and its CLI meet: the server, its CA (inline or
+a file), ``insecure-skip-tls-verify``, ``tls-server-name``, ``proxy-url``; a client certificate and key (inline or
+files), a bearer token (inline or ``tokenFile``, re-read as it rotates), basic auth, and an ``exec`` credential
+plugin (EKS, GKE, kubelogin...). The removed ``auth-provider`` plugins are refused with the way out. Every problem
+is one ``KubeconfigError`` line naming the field and its value.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from multikueue.kube.errors import KubeconfigError
+
+SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
+
+
+@dataclass(frozen=True)
+class ExecPlugin:
+    """A ``client.authentication.k8s.io`` credential plugin: run, its ``ExecCredential`` read from stdout."""
+
+    command: str
+    args: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()
+    api_version: str = "client.authentication.k8s.io/v1"
+    install_hint: str = ""
+
+
+@dataclass(frozen=True)
+class ClusterAccess:
+    server: str
+    ca: str | None = None  # PEM
+    insecure: bool = False
+    tls_server_name: str | None = None
+    proxy_url: str | None = None
+    client_certificate: bytes | None = None  # PEM
+    client_key: bytes | None = None  # PEM
+    token: str | None = None
+    token_file: str | None = None
+    basic: tuple[str, str] | None = field(default=None, repr=False)
+    exec: ExecPlugin | None = None
+
+    @property
+    def tls(self) -> bool:
+        return self.server.startswith("https://")
+
+
+def _named(config: dict[str, Any], section: str, name: str) -> dict[str, Any]:
+    for entry in config.get(section) or []:
+        if isinstance(entry, dict) and entry.get("name") == name:
+            body = entry.get(section.rstrip("s")) or {}
+            if not isinstance(body, dict):
+                raise KubeconfigError(f"kubeconfig: {section}[{name}] is not a mapping")
+            return body
+    raise KubeconfigError(f"kubeconfig: {section.rstrip('s')} {name!r} not found in {section}")
+
+
+def _inline_or_file(entry: dict[str, Any], key: str, where: str, base: Path) -> bytes | None:
+    """``<key>-data`` (base64) or ``<key>`` (a file path, relative to the kubeconfig's directory)."""
+    data = entry.get(f"{key}-data")
+    if data:
+        try:
+            return base64.b64decode(str(data), validate=True)
+        except (binascii.Error, ValueError):
+            raise KubeconfigError(f"kubeconfig: {where}.{key}-data is not base64") from None
+    path = entry.get(key)
+    if not path:
+        return None
+    try:
+        return (base / str(path)).read_bytes()
+    except OSError as e:
+        raise KubeconfigError(f"kubeconfig: {where}.{key} {path!r} cannot be read: {e.strerror}") from None
+
+
+def _exec_plugin(spec: Any, where: str) -> ExecPlugin:
+    if not isinstance(spec, dict) or not spec.get("command"):
+        raise KubeconfigError(f"kubeconfig: {where}.exec.command is required")
+    env = spec.get("env") or []
+    if not isinstance(env, list) or not all(isinstance(e, dict) and "name" in e for e in env):
+        raise KubeconfigError(f"kubeconfig: {where}.exec.env must be a list of {{name, value}}")
+    return ExecPlugin(
+        command=str(spec["command"]),
+        args=tuple(str(a) for a in spec.get("args") or []),
+        env=tuple((str(e["name"]), str(e.get("value", ""))) for e in env),
+        api_version=str(spec.get("apiVersion") or "client.authentication.k8s.io/v1"),
+        install_hint=str(spec.get("installHint") or ""),
+    )
+
+
+def _user(user: dict[str, Any], where: str, base: Path) -> dict[str, Any]:
+    if user.get("auth-provider"):
+        provider = (user["auth-provider"] or {}).get("name", "")
+        raise KubeconfigError(
+            f"kubeconfig: {where}.auth-provider {provider!r} is not supported (client-go removed it): "
+            "use an exec credential plugin"
+        )
+    fields: dict[str, Any] = {
+        "client_certificate": _inline_or_file(user, "client-certificate", where, base),
+        "client_key": _inline_or_file(user, "client-key", where, base),
+        "token": str(user["token"]) if user.get("token") else None,
+        "token_file": str(base / str(user["tokenFile"])) if user.get("tokenFile") else None,
+        "exec": _exec_plugin(user["exec"], where) if user.get("exec") else None,
+    }
+    if bool(fields["client_certificate"]) != bool(fields["client_key"]):
+        raise KubeconfigError(f"kubeconfig: {where} has a client certificate without its key, or a key without one")
+    if user.get("username") or user.get("password"):
+        fields["basic"] = (str(user.get("username") or ""), str(user.get("password") or ""))
+    return fields
+
+
+def access_from_kubeconfig(config: dict[str, Any], *, context: str | None = None, base: Path | None = None
+                           ) -> ClusterAccess:  # fmt: skip
+    """The access ``context`` (default: ``current-context``) describes. ``base``: where relative paths start."""
+    base = base or Path.cwd()
+    name = context or config.get("current-context")
+    if not name:
+        raise KubeconfigError("kubeconfig: current-context is not set and no context was given")
+    ctx = _named(config, "contexts", str(name))
+    cluster_name = ctx.get("cluster")
+    cluster = _named(config, "clusters", str(cluster_name))
+    where = f"clusters[{cluster_name}].cluster"
+    server = str(cluster.get("server") or "")
+    if not server.startswith(("https://", "http://")):
+        raise KubeconfigError(f"kubeconfig: {where}.server must be an http(s) URL, got {server!r}")
+    ca = _inline_or_file(cluster, "certificate-authority", where, base)
+    user = (
+        _user(_named(config, "users", str(ctx["user"])), f"users[{ctx['user']}].user", base) if ctx.get("user") else {}
+    )
+    return ClusterAccess(
+        server=server.rstrip("/"),
+        ca=ca.decode(errors="replace") if ca else None,
+        insecure=bool(cluster.get("insecure-skip-tls-verify")),
+        tls_server_name=str(cluster["tls-server-name"]) if cluster.get("tls-server-name") else None,
+        proxy_url=str(cluster["proxy-url"]) if cluster.get("proxy-url") else None,
+        **user,
+    )
+
+
+def in_cluster_access(account: Path = SERVICE_ACCOUNT) -> ClusterAccess:
+    """The pod's service account: the API server from the environment, the token file re-read as it rotates."""
+    host, port = os.environ.get("KUBERNETES_SERVICE_HOST"), os.environ.get("KUBERNETES_SERVICE_PORT")
+    if not host or not port:
+        raise KubeconfigError(
+            "not running in a cluster (KUBERNETES_SERVICE_HOST/PORT are not set): pass --kubeconfig or set KUBECONFIG"
+        )
+    try:
+        ca = (account / "ca.crt").read_text()
+    except OSError as e:
+        raise KubeconfigError(f"service account CA {account / 'ca.crt'} cannot be read: {e.strerror}") from None
+    server = f"https://[{host}]:{port}" if ":" in host else f"https://{host}:{port}"
+    return ClusterAccess(server=server, ca=ca, token_file=str(account / "token"))
