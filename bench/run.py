@@ -44,7 +44,7 @@ from kubernetes_asyncio import client as k8s_client
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
-from bench import audit, proc
+from bench import audit, proc, runtime
 from bench.kueue import MULTIKUEUE_CONTROLLER, RealKueue
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
 from multikueue.kube.errors import Conflict
@@ -84,7 +84,14 @@ class Dispatcher:
     started: ClassVar[list[Dispatcher]] = []  # stopped when the bench ends, however it ends
 
     def __init__(
-        self, kubeconfig: Path, config: str, workdir: Path, *, traced: Path | None = None, source: Path | None = None
+        self,
+        kubeconfig: Path,
+        config: str,
+        workdir: Path,
+        *,
+        traced: Path | None = None,
+        source: Path | None = None,
+        interpreter: str | None = None,
     ) -> None:
         self.port = free_port()
         (workdir / "config.yaml").write_text(config)
@@ -93,12 +100,13 @@ class Dispatcher:
             *("--config-file", str(workdir / "config.yaml"), "--http-address", f"127.0.0.1:{self.port}"),
             *("--log-format", "json", "--log-level", "warning"),
         )
+        self.argv[0] = interpreter or self.argv[0]
         self.traced = traced
         if traced is not None:  # python -m bench.traced OUT run ...: the same command under tracemalloc
             self.argv[1:3] = ["-m", "bench.traced", str(traced.resolve())]
         self.log = workdir / "dispatcher.log"
-        # From another checkout: started there, as ``-m`` puts the working directory first on the import path.
-        self.cwd = None if source is None else source.resolve()
+        # Started in its checkout (this one, or --source's): ``-m`` puts the working directory first on the path.
+        self.cwd = (source or ROOT).resolve()
         self.process: subprocess.Popen[bytes] | None = None
         self.cpu_before_restarts = 0.0
         self.peak_rss = 0
@@ -445,12 +453,23 @@ async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
                 args.mode, system, integration=args.integration, shard=shard_selector(k, args.shards)
             )
             (workdir / f"shard{k}").mkdir()
-            members.append(Dispatcher(manager_kubeconfig, config, workdir / f"shard{k}", source=args.source))
+            members.append(
+                Dispatcher(
+                    manager_kubeconfig, config, workdir / f"shard{k}", source=args.source, interpreter=args.interpreter
+                )
+            )
         dispatcher = Shards(members)
         dispatcher.start()
     elif args.dispatcher == "multikueue":
         config = configuration(args.mode, system, integration=args.integration)
-        dispatcher = Dispatcher(manager_kubeconfig, config, workdir, traced=args.tracemalloc, source=args.source)
+        dispatcher = Dispatcher(
+            manager_kubeconfig,
+            config,
+            workdir,
+            traced=args.tracemalloc,
+            source=args.source,
+            interpreter=args.interpreter,
+        )
         dispatcher.start()
     measured: Dispatcher | Shards | RealKueue = dispatcher or real_kueue  # type: ignore[assignment]
     for w in workers:
@@ -563,9 +582,16 @@ async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
             lambda: len(run.status_lag) + run.superseded, changes, "status changes mirrored", timeout=120, exact=False
         )
 
-        # 3. finish
+        # 3. finish, as many at once as submissions: 10,000 writes started together wait for the bench's own
+        # connections past their connect timeout (aiohttp counts the wait for a pooled connection in it).
+        finishers = anyio.Semaphore(args.submitters)
+
+        async def finish(name: str) -> None:
+            async with finishers:
+                await run._retry(lambda: run.finish(name))
+
         for name in names_in_flight:
-            tg.start_soon(run._retry, lambda name=name: run.finish(name))
+            tg.start_soon(finish, name)
         await progress(lambda: len(run.finished), n, "finished on the manager", timeout=args.timeout)
         finished_at = max(run.finished.values())
         for w in workers:
@@ -778,11 +804,18 @@ def main(argv: list[str] | None = None) -> int:
         help="run the dispatcher from another checkout of this repository (git worktree), for before/after figures",
     )
     parser.add_argument(
+        "--dev-venv",
+        action="store_true",
+        help="run the dispatcher with this interpreter (test tools installed) instead of the runtime virtualenv",
+    )
+    parser.add_argument(
         "--shards", type=int, default=1, help="Direct mode: this many dispatchers split the objects (docs/scaling.md)"
     )
     parser.add_argument("--out", type=Path, help="JSON result file (default bench/results/<mode>-w<W>-n<N>.json)")
     args = parser.parse_args(argv)
     args.source_commit = _commit(args.source or ROOT)
+    # The dispatcher runs with its runtime dependencies only (bench/runtime.py), unless --dev-venv.
+    args.interpreter = None if args.dev_venv or args.dispatcher == "kueue" else runtime.python(args.source or ROOT)
     if args.dispatcher == "kueue":
         args.kueue = "real"
         if args.faults or args.backlog or args.mode != "kueue":

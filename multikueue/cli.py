@@ -505,13 +505,21 @@ def _run(args: argparse.Namespace) -> int:
             return 1
 
     try:
-        return anyio.run(main)
+        return anyio.run(main, backend_options={"use_uvloop": _uvloop()})
     except (StartupError, KubeconfigError, BaseExceptionGroup) as e:
         problem = _startup_failure(e)
         if problem is None:
             raise
         print(f"multikueue: {problem}", file=sys.stderr)
         return 2
+
+
+def _uvloop() -> bool:
+    """uvloop's event loop where it is installed (a dependency on Linux and macOS): its transports and TLS are C,
+    where asyncio's are Python, a large part of this controller's CPU per request (bench/results/README.md)."""
+    import importlib.util
+
+    return importlib.util.find_spec("uvloop") is not None
 
 
 def _startup_failure(error: BaseException) -> str | None:
