@@ -17,3 +17,10 @@ def memory(pid: int) -> tuple[int, int]:
     lines = Path(f"/proc/{pid}/status").read_text().splitlines()
     status = dict(line.split(":", 1) for line in lines if ":" in line)
     return int(status["VmRSS"].split()[0]) * 1024, int(status["VmHWM"].split()[0]) * 1024
+
+
+def machine_busy_seconds() -> float:
+    """CPU seconds the whole machine spent busy (every core, every process) since boot, from /proc/stat."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
