@@ -532,6 +532,11 @@ async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
             assert dispatcher is not None
             dispatcher.pause()
         started = time.monotonic()
+
+        def cpu_now() -> tuple[float, float, float]:
+            return measured.cpu_seconds(), time.process_time(), proc.machine_busy_seconds()
+
+        cpu_at_start = (0.0, 0.0, 0.0) if args.backlog else cpu_now()  # a paused dispatcher has no process
         faults = {int(n * 0.3): "worker", int(n * 0.6): "dispatcher"} if args.faults else {}
         limiter = anyio.Semaphore(args.submitters)
 
@@ -553,8 +558,8 @@ async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
             assert dispatcher is not None
             dispatcher.start()
             started = time.monotonic()  # throughput and latency count from the dispatcher's start
+            cpu_at_start = cpu_now()
             run.submitted = dict.fromkeys(run.submitted, started)
-        cpu_at_start = (measured.cpu_seconds(), time.process_time(), proc.machine_busy_seconds())
         await progress(lambda: len(run.on_worker), n, "on a worker", timeout=args.timeout)
         dispatched_at = max(t for _, t in run.on_worker.values())
         # Who used the machine's cores until the last object was on a worker: the dispatcher, the bench (submitting,
