@@ -240,7 +240,8 @@ def _manager_kubeconfig(command: str, args: argparse.Namespace) -> tuple[Any, st
     import os
     from pathlib import Path
 
-    import yaml
+    from multikueue.kube.errors import KubeconfigError
+    from multikueue.kube.kubeconfig import read_kubeconfig
 
     namespace, _, name = args.object.rpartition("/")
     if not namespace or not name:
@@ -248,9 +249,9 @@ def _manager_kubeconfig(command: str, args: argparse.Namespace) -> tuple[Any, st
         return None
     path = args.kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
     try:
-        return yaml.safe_load(Path(path).read_text()), namespace, name
-    except (OSError, yaml.YAMLError) as e:
-        print(f"multikueue {command}: --kubeconfig {path}: {e}", file=sys.stderr)
+        return read_kubeconfig(path), namespace, name
+    except KubeconfigError as e:
+        print(f"multikueue {command}: {e}", file=sys.stderr)
         return None
 
 
@@ -360,28 +361,22 @@ def _logs(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
-    import os
-    from pathlib import Path
-
     import anyio
-    import yaml
 
     from multikueue.config import GroupVersionKind
     from multikueue.dispatch.direct import explain
     from multikueue.kube.client import api_client_from_kubeconfig
     from multikueue.kube.errors import KubeconfigError
 
-    namespace, _, name = args.object.rpartition("/")
-    if not namespace or not name:
-        print(f"multikueue explain: give the object as NAMESPACE/NAME, got {args.object!r}", file=sys.stderr)
-        return 2
     try:
         gvk = GroupVersionKind.parse(args.kind)
-        path = args.kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
-        kubeconfig = yaml.safe_load(Path(path).read_text())
-    except (ValueError, OSError, yaml.YAMLError) as e:
+    except ValueError as e:
         print(f"multikueue explain: {e}", file=sys.stderr)
         return 2
+    found = _manager_kubeconfig("explain", args)
+    if found is None:
+        return 2
+    kubeconfig, namespace, name = found
 
     async def main() -> int:
         async with await api_client_from_kubeconfig(kubeconfig, context=args.context) as api:
@@ -402,7 +397,6 @@ def _run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
     import anyio
-    import yaml
 
     from multikueue import logs
     from multikueue.config import ConfigError, parse_configuration
@@ -421,6 +415,7 @@ def _run(args: argparse.Namespace) -> int:
         in_cluster_api_client,
     )
     from multikueue.kube.errors import ApiError, KubeconfigError, describe
+    from multikueue.kube.kubeconfig import read_kubeconfig
 
     logs.configure(level=args.log_level, json=None if args.log_format == "auto" else args.log_format == "json")
 
@@ -454,11 +449,9 @@ def _run(args: argparse.Namespace) -> int:
     kubeconfig = None
     if kubeconfig_path:
         try:
-            kubeconfig = yaml.safe_load(Path(kubeconfig_path).read_text())
-            if not isinstance(kubeconfig, dict):
-                raise ValueError("not a kubeconfig document")
-        except (OSError, yaml.YAMLError, ValueError) as e:
-            print(f"multikueue: cannot read the manager kubeconfig {kubeconfig_path}: {e}", file=sys.stderr)
+            kubeconfig = read_kubeconfig(kubeconfig_path)
+        except KubeconfigError as e:
+            print(f"multikueue: cannot read the manager kubeconfig: {e}", file=sys.stderr)
             return 2
 
     max_connections = args.max_connections or DEFAULT_MAX_CONNECTIONS

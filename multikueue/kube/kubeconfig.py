@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import yaml
+
 from multikueue.kube.errors import KubeconfigError
 
 SERVICE_ACCOUNT = Path("/var/run/secrets/kubernetes.io/serviceaccount")
@@ -140,6 +142,47 @@ def access_from_kubeconfig(config: dict[str, Any], *, context: str | None = None
         proxy_url=str(cluster["proxy-url"]) if cluster.get("proxy-url") else None,
         **user,
     )
+
+
+_FILE_FIELDS = {"clusters": ("certificate-authority",), "users": ("client-certificate", "client-key", "tokenFile")}
+
+
+def _absolute(config: dict[str, Any], base: Path) -> None:
+    """Relative file paths made absolute from the kubeconfig's own directory, as kubectl resolves them."""
+    for section, keys in _FILE_FIELDS.items():
+        for entry in config.get(section) or []:
+            body = entry.get(section.rstrip("s")) if isinstance(entry, dict) else None
+            if not isinstance(body, dict):
+                continue
+            for key in keys:
+                if isinstance(body.get(key), str) and body[key] and not Path(body[key]).is_absolute():
+                    body[key] = str(base / body[key])
+
+
+def read_kubeconfig(spec: str) -> dict[str, Any]:
+    """A kubeconfig file, or a ``KUBECONFIG`` list (``:``-separated), merged as kubectl merges it: the first file to
+    name a cluster, user or context, or to set ``current-context``, wins. Relative file paths in each are made
+    absolute from that file's directory. A file that cannot be read or parsed is one ``KubeconfigError`` line."""
+    merged: dict[str, Any] = {"clusters": [], "users": [], "contexts": []}
+    for path in (Path(p) for p in spec.split(os.pathsep) if p):
+        try:
+            document = yaml.safe_load(path.read_text())
+        except OSError as e:
+            raise KubeconfigError(f"kubeconfig {path} cannot be read: {e.strerror}") from None
+        except yaml.YAMLError as e:
+            raise KubeconfigError(f"kubeconfig {path} is not YAML: {str(e).splitlines()[0]}") from None
+        if document is None:
+            continue
+        if not isinstance(document, dict):
+            raise KubeconfigError(f"kubeconfig {path} is not a kubeconfig document (not a mapping)")
+        _absolute(document, path.resolve().parent)
+        for section in ("clusters", "users", "contexts"):
+            known = {e.get("name") for e in merged[section]}
+            entries = [e for e in document.get(section) or [] if isinstance(e, dict)]
+            merged[section] += [e for e in entries if e.get("name") not in known]
+        if document.get("current-context") and "current-context" not in merged:
+            merged["current-context"] = document["current-context"]
+    return merged
 
 
 def in_cluster_access(account: Path = SERVICE_ACCOUNT) -> ClusterAccess:

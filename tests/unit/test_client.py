@@ -14,7 +14,13 @@ import pytest
 from multikueue.kube.client import ApiClient, rate_limit
 from multikueue.kube.credentials import Credentials
 from multikueue.kube.errors import KubeconfigError
-from multikueue.kube.kubeconfig import ClusterAccess, ExecPlugin, access_from_kubeconfig, in_cluster_access
+from multikueue.kube.kubeconfig import (
+    ClusterAccess,
+    ExecPlugin,
+    access_from_kubeconfig,
+    in_cluster_access,
+    read_kubeconfig,
+)
 
 
 def test_rate_limit_has_client_go_semantics() -> None:
@@ -200,3 +206,28 @@ async def test_an_exec_plugin_that_fails_is_one_line(plugin: ExecPlugin, message
         await Credentials(ClusterAccess(server="http://k:80", exec=plugin)).authorization()
     assert message in str(raised.value)
     assert "\n" not in str(raised.value)
+
+
+def test_a_kubeconfig_file_resolves_its_relative_paths_and_a_kubeconfig_list_merges_first_wins(tmp_path: Path) -> None:
+    import yaml
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "a" / "ca.pem").write_text("CA of a")
+    first = document({"server": "https://a:6443", "certificate-authority": "ca.pem"}, {"tokenFile": "/abs/token"})
+    (tmp_path / "a" / "config").write_text(yaml.safe_dump(first))
+    second = document({"server": "https://b:6443"}, {"token": "b"}, **{"current-context": "y"})
+    second["contexts"] += [{"name": "y", "context": {"cluster": "c", "user": "u"}}]
+    (tmp_path / "b.yaml").write_text(yaml.safe_dump(second))
+    (tmp_path / "empty.yaml").write_text("")
+    merged = read_kubeconfig(f"{tmp_path / 'empty.yaml'}:{tmp_path / 'a' / 'config'}:{tmp_path / 'b.yaml'}")
+    assert merged["current-context"] == "x", "the first file to set current-context wins"
+    assert [c["name"] for c in merged["contexts"]] == ["x", "y"]
+    access = access_from_kubeconfig(merged)
+    assert (access.server, access.ca, access.token_file) == ("https://a:6443", "CA of a", "/abs/token")
+    assert access_from_kubeconfig(merged, context="y").server == "https://a:6443", "cluster c is the first file's"
+    for content, message in (("[1, 2]", "not a kubeconfig document"), ("a: [", "is not YAML")):
+        (tmp_path / "bad.yaml").write_text(content)
+        with pytest.raises(KubeconfigError, match=message):
+            read_kubeconfig(str(tmp_path / "bad.yaml"))
+    with pytest.raises(KubeconfigError, match="cannot be read: No such file or directory"):
+        read_kubeconfig(str(tmp_path / "missing.yaml"))
