@@ -1,7 +1,7 @@
 """One ``ApiClient`` per cluster, built from a kubeconfig document (or the pod's service account), always timed out.
 
 A small HTTP client of its own on aiohttp: objects travel as plain dicts, so the generated models of a full client
-library (kubernetes_asyncio imports ~800 modules, a third of this controller's resident memory) are never loaded.
+library (kubernetes_asyncio imports ~860 modules, a third of this controller's resident memory) are never loaded.
 Every request has a timeout (a hung worker must not stall a reconcile), passes the cluster's rate limiter, is
 counted, and fails as the typed error its code means (``kube.errors``).
 """
@@ -30,9 +30,9 @@ DEFAULT_TIMEOUT = aiohttp.ClientTimeout(total=30, connect=5, sock_connect=5)
 
 DEFAULT_MAX_CONNECTIONS = 100
 """Connections kept to one cluster. aiohttp speaks HTTP/1.1 only, so each request in flight holds a TLS connection
-of its own (client-go multiplexes one HTTP/2 connection); each costs a handshake on both ends and a 256 KiB read
-buffer (asyncio's SSL protocol): under a burst, most of this controller's memory growth. Fewer trade dispatch
-latency for memory (measured in bench/results/README.md)."""
+of its own (client-go multiplexes one HTTP/2 connection); each costs a handshake on both ends and, on asyncio's own
+loop (not uvloop's), a resident 256 KiB read buffer. Fewer trade dispatch latency for memory (measured in
+bench/results/README.md)."""
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -175,23 +175,24 @@ class ApiClient:
         async with self.limiter:
             return await call
 
+    async def _answer(self, method: str, path: str, query: Query | None, body: Any, content_type: str,
+                      timeout: Timeout | None) -> bytes:  # fmt: skip
+        """The whole answer's bytes, its connection back in the pool."""
+        response = await self._send(method, path, query, body, content_type, timeout)
+        try:
+            return await response.read()
+        finally:
+            response.release()
+
     async def request(self, method: str, path: str, *, query: Query | None = None, body: Any = None,
                       content_type: str = JSON, timeout: Timeout | None = None) -> Any:  # fmt: skip
         """The decoded JSON answer (``None`` when it is empty)."""
-        response = await self._send(method, path, query, body, content_type, timeout)
-        try:
-            answer = await response.read()
-        finally:
-            response.release()
+        answer = await self._answer(method, path, query, body, content_type, timeout)
         return json.loads(answer) if answer else None
 
     async def send(self, method: str, path: str, *, body: Any = None, content_type: str = JSON) -> None:
         """A request whose answer is not wanted: read and let go undecoded."""
-        response = await self._send(method, path, None, body, content_type, None)
-        try:
-            await response.read()
-        finally:
-            response.release()
+        await self._answer(method, path, None, body, content_type, None)
 
     @asynccontextmanager
     async def stream(self, path: str, *, query: Query | None = None, timeout: Timeout | None = None
@@ -221,15 +222,14 @@ async def api_client_from_kubeconfig(
     on_error: Callable[[str], None] | None = None,
     on_request: Callable[[str], None] | None = None,
     max_connections: int = DEFAULT_MAX_CONNECTIONS,
-    base: Path | None = None,
 ) -> ApiClient:
     """A client for one cluster of a kubeconfig document. Raises ``KubeconfigError`` naming what cannot be used.
 
-    ``temp_dir``: where, off Linux, client key material is written for the moment TLS loads it. ``base``: the
-    directory relative file paths in the document start from (the kubeconfig's own).
+    ``temp_dir``: where, off Linux, client key material is written for the moment TLS loads it. Relative file paths
+    in the document are read from the working directory (``kubeconfig.read_kubeconfig`` makes a file's absolute).
     """
     return ApiClient(
-        access_from_kubeconfig(kubeconfig, context=context, base=base),
+        access_from_kubeconfig(kubeconfig, context=context),
         timeout=timeout,
         limiter=limiter,
         on_error=on_error,

@@ -16,7 +16,7 @@ Object = dict[str, Any]
 WEBHOOKS = "/apis/admissionregistration.k8s.io/v1/mutatingwebhookconfigurations"
 
 
-def _in(namespace: str, plural: str, name: str = "") -> str:
+def _path(namespace: str, plural: str, name: str = "") -> str:
     return f"/api/v1/namespaces/{namespace}/{plural}" + (f"/{name}" if name else "")
 
 
@@ -26,18 +26,18 @@ async def server_version(api: ApiClient) -> None:
 
 
 async def config_map_data(api: ApiClient, namespace: str, name: str) -> dict[str, str]:
-    config_map = await api.request("GET", _in(namespace, "configmaps", name))
+    config_map = await api.request("GET", _path(namespace, "configmaps", name))
     return dict(config_map.get("data") or {})
 
 
 def config_map_source(api: ApiClient, namespace: str, name: str, *, description: str) -> ApiListSource:
     """One ConfigMap, listed and watched by a field selector on its name."""
     query = {"fieldSelector": f"metadata.name={name}"}
-    return ApiListSource(api, _in(namespace, "configmaps"), description=description, query=query)
+    return ApiListSource(api, _path(namespace, "configmaps"), description=description, query=query)
 
 
 def secret_source(api: ApiClient, namespace: str) -> ApiListSource:
-    return ApiListSource(api, _in(namespace, "secrets"), description=f"secrets in {namespace}")
+    return ApiListSource(api, _path(namespace, "secrets"), description=f"secrets in {namespace}")
 
 
 def warning_event_source(api: ApiClient, *, description: str) -> ApiListSource:
@@ -47,26 +47,26 @@ def warning_event_source(api: ApiClient, *, description: str) -> ApiListSource:
 
 async def read_secret(api: ApiClient, namespace: str, name: str) -> Object:
     """The Secret as a plain dict (``data`` values still base64); ``NotFound`` when there is none."""
-    result: Object = await api.request("GET", _in(namespace, "secrets", name))
+    result: Object = await api.request("GET", _path(namespace, "secrets", name))
     return result
 
 
 async def events_about(api: ApiClient, namespace: str, names: set[str]) -> list[Object]:
     """The Events in ``namespace`` whose object is one of ``names``, as plain dicts."""
-    listed = await api.request("GET", _in(namespace, "events"))
+    listed = await api.request("GET", _path(namespace, "events"))
     return [e for e in listed.get("items") or [] if (e.get("involvedObject") or {}).get("name") in names]
 
 
 async def pods(api: ApiClient, namespace: str, selector: str) -> list[Object]:
     """The pods in ``namespace`` matching the label ``selector``, as plain dicts, oldest first."""
-    listed = await api.request("GET", _in(namespace, "pods"), query={"labelSelector": selector})
+    listed = await api.request("GET", _path(namespace, "pods"), query={"labelSelector": selector})
     found: list[Object] = list(listed.get("items") or [])
     return sorted(found, key=lambda p: (p["metadata"].get("creationTimestamp") or "", p["metadata"]["name"]))
 
 
 async def pod_log(api: ApiClient, namespace: str, pod: str, container: str, *, follow: bool) -> AsyncIterator[str]:
     """One container's log, line by line; with ``follow``, until the container ends (or the caller stops)."""
-    path = _in(namespace, "pods", pod) + "/log"
+    path = _path(namespace, "pods", pod) + "/log"
     timeout = aiohttp.ClientTimeout(total=None, sock_connect=10)
     async with api.stream(path, query={"container": container, "follow": follow}, timeout=timeout) as response:
         async for line in response.content:
@@ -76,9 +76,9 @@ async def pod_log(api: ApiClient, namespace: str, pod: str, container: str, *, f
 async def write_secret(api: ApiClient, namespace: str, body: Object, *, replace: bool) -> None:
     """Create the Secret, or replace it (``body`` then carries the resourceVersion it replaces)."""
     if replace:
-        await api.send("PUT", _in(namespace, "secrets", body["metadata"]["name"]), body=body)
+        await api.send("PUT", _path(namespace, "secrets", body["metadata"]["name"]), body=body)
     else:
-        await api.send("POST", _in(namespace, "secrets"), body=body)
+        await api.send("POST", _path(namespace, "secrets"), body=body)
 
 
 async def inject_mutating_ca_bundle(api: ApiClient, name: str, bundle: str) -> int:

@@ -63,8 +63,8 @@ def _named(config: dict[str, Any], section: str, name: str) -> dict[str, Any]:
     raise KubeconfigError(f"kubeconfig: {section.rstrip('s')} {name!r} not found in {section}")
 
 
-def _inline_or_file(entry: dict[str, Any], key: str, where: str, base: Path) -> bytes | None:
-    """``<key>-data`` (base64) or ``<key>`` (a file path, relative to the kubeconfig's directory)."""
+def _inline_or_file(entry: dict[str, Any], key: str, where: str) -> bytes | None:
+    """``<key>-data`` (base64) or ``<key>`` (a file path; ``read_kubeconfig`` made a relative one absolute)."""
     data = entry.get(f"{key}-data")
     if data:
         try:
@@ -75,7 +75,7 @@ def _inline_or_file(entry: dict[str, Any], key: str, where: str, base: Path) -> 
     if not path:
         return None
     try:
-        return (base / str(path)).read_bytes()
+        return Path(str(path)).read_bytes()
     except OSError as e:
         raise KubeconfigError(f"kubeconfig: {where}.{key} {path!r} cannot be read: {e.strerror}") from None
 
@@ -95,7 +95,7 @@ def _exec_plugin(spec: Any, where: str) -> ExecPlugin:
     )
 
 
-def _user(user: dict[str, Any], where: str, base: Path) -> dict[str, Any]:
+def _user(user: dict[str, Any], where: str) -> dict[str, Any]:
     if user.get("auth-provider"):
         provider = (user["auth-provider"] or {}).get("name", "")
         raise KubeconfigError(
@@ -103,10 +103,10 @@ def _user(user: dict[str, Any], where: str, base: Path) -> dict[str, Any]:
             "use an exec credential plugin"
         )
     fields: dict[str, Any] = {
-        "client_certificate": _inline_or_file(user, "client-certificate", where, base),
-        "client_key": _inline_or_file(user, "client-key", where, base),
+        "client_certificate": _inline_or_file(user, "client-certificate", where),
+        "client_key": _inline_or_file(user, "client-key", where),
         "token": str(user["token"]) if user.get("token") else None,
-        "token_file": str(base / str(user["tokenFile"])) if user.get("tokenFile") else None,
+        "token_file": str(user["tokenFile"]) if user.get("tokenFile") else None,
         "exec": _exec_plugin(user["exec"], where) if user.get("exec") else None,
     }
     if bool(fields["client_certificate"]) != bool(fields["client_key"]):
@@ -116,10 +116,8 @@ def _user(user: dict[str, Any], where: str, base: Path) -> dict[str, Any]:
     return fields
 
 
-def access_from_kubeconfig(config: dict[str, Any], *, context: str | None = None, base: Path | None = None
-                           ) -> ClusterAccess:  # fmt: skip
-    """The access ``context`` (default: ``current-context``) describes. ``base``: where relative paths start."""
-    base = base or Path.cwd()
+def access_from_kubeconfig(config: dict[str, Any], *, context: str | None = None) -> ClusterAccess:
+    """The access ``context`` (default: ``current-context``) describes."""
     name = context or config.get("current-context")
     if not name:
         raise KubeconfigError("kubeconfig: current-context is not set and no context was given")
@@ -130,10 +128,8 @@ def access_from_kubeconfig(config: dict[str, Any], *, context: str | None = None
     server = str(cluster.get("server") or "")
     if not server.startswith(("https://", "http://")):
         raise KubeconfigError(f"kubeconfig: {where}.server must be an http(s) URL, got {server!r}")
-    ca = _inline_or_file(cluster, "certificate-authority", where, base)
-    user = (
-        _user(_named(config, "users", str(ctx["user"])), f"users[{ctx['user']}].user", base) if ctx.get("user") else {}
-    )
+    ca = _inline_or_file(cluster, "certificate-authority", where)
+    user = _user(_named(config, "users", str(ctx["user"])), f"users[{ctx['user']}].user") if ctx.get("user") else {}
     return ClusterAccess(
         server=server.rstrip("/"),
         ca=ca.decode(errors="replace") if ca else None,

@@ -57,8 +57,6 @@ class Objects:
         path = f"/apis/{r.group}/{r.version}" if r.group else f"/api/{r.version}"
         if namespace:
             path += f"/namespaces/{namespace}"
-        elif r.namespaced and name:
-            raise ValueError(f"{r} is namespaced: a namespace is required")
         path += f"/{r.plural}"
         if name:
             path += f"/{name}/{subresource}" if subresource else f"/{name}"

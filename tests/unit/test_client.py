@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from multikueue.kube.client import ApiClient, rate_limit
 from multikueue.kube.credentials import Credentials
@@ -91,7 +92,8 @@ def test_a_kubeconfig_reads_inline_data_files_relative_to_it_and_every_kind_of_u
     cluster = {"server": "https://k.example:6443/", "certificate-authority": "ca.pem", "tls-server-name": "api",
                "proxy-url": "http://p:1"}  # fmt: skip
     user = {"client-certificate-data": b64("CERT"), "client-key-data": b64("KEY"), "tokenFile": "token"}
-    access = access_from_kubeconfig(document(cluster, user), base=tmp_path)
+    (tmp_path / "config").write_text(yaml.safe_dump(document(cluster, user)))
+    access = access_from_kubeconfig(read_kubeconfig(str(tmp_path / "config")))
     assert (access.server, access.ca, access.tls_server_name, access.proxy_url) == (
         "https://k.example:6443",
         "CA",
