@@ -286,13 +286,13 @@ def _run_on_a_run(
     from multikueue.kube.client import api_client_from_kubeconfig
     from multikueue.kube.errors import ApiError, KubeconfigError, describe
 
-    found = _manager_kubeconfig(command, args)
-    try:
+    try:  # the flags first, then the files they name: one line for the first problem, never two
         gvk = GroupVersionKind.parse(args.kind)
         workers = _worker_kubeconfigs(args.worker_kubeconfig)
     except ValueError as e:
         print(f"multikueue {command}: {e}", file=sys.stderr)
         return 2
+    found = _manager_kubeconfig(command, args)
     if found is None:
         return 2
     kubeconfig, namespace, name = found

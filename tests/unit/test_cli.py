@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -42,7 +43,8 @@ def test_run_refuses_a_connection_bound_below_one(capsys: pytest.CaptureFixture[
             ["status", "PipelineRun.v1.tekton.dev", "no-slash"],
             "multikueue status: give the object as NAMESPACE/NAME, got 'no-slash'",
         ),
-        (["status", "PipelineRun", "ns/run"], "multikueue status: "),
+        (["status", "PipelineRun", "ns/run"], "multikueue status: must be in 'Kind.version.group' format"),
+        (["status", "PipelineRun.v1.tekton.dev", "ns/run"], "multikueue status: kubeconfig "),
         (
             ["status", "PipelineRun.v1.tekton.dev", "ns/run", "--worker-kubeconfig", "worker1"],
             "multikueue status: --worker-kubeconfig: give WORKER=PATH, got 'worker1'",
@@ -53,7 +55,10 @@ def test_run_refuses_a_connection_bound_below_one(capsys: pytest.CaptureFixture[
         ),
     ],
 )
-def test_status_refuses_bad_input_in_one_line(argv: list[str], said: str, capsys: pytest.CaptureFixture[str]) -> None:
+def test_status_refuses_bad_input_in_one_line(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    monkeypatch.setenv("KUBECONFIG", str(tmp_path / "missing"))  # the same answers whatever this machine has
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.startswith(said), err
