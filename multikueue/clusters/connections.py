@@ -22,6 +22,7 @@ import anyio.abc
 import structlog
 from anyio.abc import TaskGroup
 
+from multikueue import specdigest
 from multikueue.clusters.worker import Worker
 from multikueue.config import GroupVersionKind
 from multikueue.kube import core
@@ -215,6 +216,7 @@ class WorkerConnection:
             Objects(api, WORKLOADS).source(label_selector=self.selector),
             on_event=self._event_handler(workloads=True),
             on_state=lambda _: self.on_state_change(),
+            transform=specdigest.summarized,  # a copy's spec is only compared with the manager's
         )
         await task_group.start(self._run)
         assert self._informers is not None

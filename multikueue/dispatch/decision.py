@@ -22,6 +22,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from multikueue import specdigest
 from multikueue.config import DISPATCHER_ALL_AT_ONCE, DISPATCHER_INCREMENTAL
 from multikueue.dispatch import workloads as wl
 
@@ -183,10 +184,16 @@ def _evicted(group: Group) -> Step | None:
 
 
 def _stale_copy(group: Group) -> Step | None:
+    """A copy whose spec no longer matches the manager's (compared as digests: the worker caches keep no spec)."""
+    if not group.worker_copies:
+        return None
+    spec, priority = specdigest.compared(group.workload)
     for cluster, worker_obj in group.worker_copies.items():
-        if comparable_spec(worker_obj) == comparable_spec(group.workload):
-            continue
-        return CarryPriority(cluster) if priority_only_change(worker_obj, group.workload) else ReplaceCopy(cluster)
+        worker_spec, worker_priority = specdigest.compared(worker_obj)
+        if worker_spec != spec:
+            return ReplaceCopy(cluster)
+        if worker_priority != priority:
+            return CarryPriority(cluster)
     return None
 
 
@@ -283,19 +290,3 @@ def _next_round(group: Group, current: tuple[str, ...]) -> tuple[tuple[str, ...]
     if not remaining:
         return current, False, None, None  # Kueue reports "no more workers to nominate"; nothing left to add
     return (*current, *remaining[: group.step_size]), True, group.round_length, group.now
-
-
-def comparable_spec(workload: Object) -> Object:
-    spec = dict(workload.get("spec") or {})
-    spec.pop("preemptionGates", None)  # the manager's gates are not the worker's (orchestrated preemption)
-    return spec
-
-
-def priority_only_change(worker_obj: Object, workload: Object) -> bool:
-    def without_priority(workload: Object) -> Object:
-        spec = comparable_spec(workload)
-        spec.pop("priority", None)
-        spec.pop("priorityClassRef", None)
-        return spec
-
-    return without_priority(worker_obj) == without_priority(workload)

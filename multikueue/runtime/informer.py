@@ -96,9 +96,13 @@ class Informer:
         page_size: int = 500,
         backoff: Backoff = _RETRY,
         drop: tuple[str, ...] = (),
+        transform: Callable[[Object], Object] | None = None,
     ) -> None:
         self.source = source
         self.drop = drop  # top-level fields the owner never reads (e.g. spec): not kept in the cache
+        # What the cache keeps of each object, in place of the object (client-go's TransformFunc): e.g. a digest
+        # of a part the owner only compares. Handlers and readers see the transformed object.
+        self.transform = transform
         self.handlers: list[EventHandler] = [on_event] if on_event is not None else []
         self.on_state = on_state
         self.watch_timeout = watch_timeout
@@ -281,11 +285,13 @@ class Informer:
 
     def _trimmed(self, obj: Object) -> Object:
         """Without ``metadata.managedFields`` (nothing here reads them, and on objects many controllers write they
-        are often the largest part; client-go's informers drop them too) and without the fields in ``drop``; its
-        strings shared with every other cached object (``compact``)."""
+        are often the largest part; client-go's informers drop them too) and without the fields in ``drop``, as the
+        owner's ``transform`` keeps it, its strings shared with every other cached object (``compact``)."""
         (obj.get("metadata") or {}).pop("managedFields", None)
         for name in self.drop:
             obj.pop(name, None)
+        if self.transform is not None:
+            obj = self.transform(obj)
         compacted: Object = compact(obj)
         return compacted
 

@@ -8,6 +8,7 @@ from typing import Any
 import anyio
 import pytest
 
+from multikueue import specdigest
 from multikueue.kube.resources import Objects, Resource
 from multikueue.labels import PREBUILT_WORKLOAD
 from multikueue.runtime.informer import ObjectKey
@@ -571,6 +572,14 @@ async def test_a_priority_change_reaches_the_copies_and_other_spec_changes_repla
             s.workloads(worker), wl_name, lambda w: w["spec"].get("priority") == 100, f"priority on {worker}"
         )
         assert updated["metadata"]["uid"] == copies[worker]["metadata"]["uid"], "updated in place, not replaced"
+    # The worker caches keep a copy's spec as a digest and the priority fields: what the comparison reads, no more.
+    assert s.manager is not None
+    assert s.manager.cluster_reconciler is not None
+    cache = s.manager.cluster_reconciler.connections[s.names["worker1"]].workloads
+    assert cache is not None
+    key = ObjectKey(s.namespace, wl_name)
+    await wait_until(lambda: (cache.get(key) or {}).get("spec", {}).get("priority") == 100, what="worker1's cache")
+    assert set((cache.get(key) or {})["spec"]) == {specdigest.DIGEST, "priority"}
 
     await s.workloads("manager").patch(wl_name, {"spec": {"maximumExecutionTimeSeconds": 600}}, s.namespace)
     for worker in ("worker1", "worker2"):

@@ -9,6 +9,7 @@ import pytest
 
 from multikueue.config import DISPATCHER_ALL_AT_ONCE, DISPATCHER_INCREMENTAL
 from multikueue.dispatch import decision as d
+from multikueue.specdigest import summarized
 
 Object = dict[str, Any]
 CHECK = "ac"
@@ -124,6 +125,24 @@ CASES: list[tuple[str, d.Group, d.Step]] = [
         "any other change",
         group(workload(RESERVED, spec={**SPEC, "queueName": "other"}), {"w1": copy_()}),
         d.ReplaceCopy("w1"),
+    ),
+    (
+        "a priority change, the copy as the worker caches keep it",
+        group(workload(RESERVED, spec={**SPEC, "priority": 5}), {"w1": summarized(copy_())}),
+        d.CarryPriority("w1"),
+    ),
+    (
+        "any other change, the copy as the worker caches keep it",
+        group(workload(RESERVED, spec={**SPEC, "queueName": "other"}), {"w1": summarized(copy_())}),
+        d.ReplaceCopy("w1"),
+    ),
+    (
+        "a copy as the worker caches keep it, unchanged",
+        group(
+            workload(RESERVED, spec={**SPEC, "priority": 5}, nominated=["w1", "w2"]),
+            {"w1": summarized(copy_(spec={**SPEC, "priority": 5})), "w2": copy_(spec={**SPEC, "priority": 5})},
+        ),
+        d.Nominate(("w1", "w2"), False, (), (), ()),
     ),
     (
         "preemption gates are the manager's own",

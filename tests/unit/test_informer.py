@@ -200,6 +200,21 @@ async def test_a_remembered_write_never_regresses_the_cache_nor_brings_back_the_
     assert current["metadata"]["resourceVersion"] == "7"
 
 
+async def test_the_cache_keeps_what_the_transform_makes_of_listed_watched_and_remembered_objects() -> None:
+    def with_spec(name: str, rv: int) -> dict[str, Any]:
+        return {**obj(name, rv), "spec": {"big": name * 100}}
+
+    source = ScriptedSource([page([with_spec("a", 1)], 1)], [[{"type": "ADDED", "object": with_spec("b", 2)}]])
+    handed: list[dict[str, Any]] = []
+    informer = Informer(
+        source, on_event=lambda _, o: handed.append(o), transform=lambda o: {**o, "spec": len(o["spec"]["big"])}
+    )
+    await run_until_idle(informer, source)
+    informer.remember({**with_spec("a", 3), "spec": {"big": "a"}})  # our write's newer response
+    assert {k.name: o["spec"] for k, o in informer.store.items()} == {"a": 1, "b": 100}
+    assert [o["spec"] for o in handed] == [100, 100], "handlers see what the cache keeps"
+
+
 def owned(name: str, rv: int, owner: str) -> dict[str, Any]:
     o = obj(name, rv)
     o["metadata"]["ownerReferences"] = [{"uid": owner, "controller": True}]
