@@ -32,7 +32,7 @@ from kubernetes_asyncio.client.exceptions import ApiException
 from multikueue.kube.client import ApiClient
 from multikueue.pki import CertificateAuthority
 from multikueue.testing import crds, processes
-from multikueue.testing.binaries import cache_root
+from multikueue.testing.binaries import cache_root, find_binaries
 from multikueue.testing.client import k8s, raw_body
 from multikueue.testing.processes import ManagedProcess
 from multikueue.testing.testbed import Cluster, free_port
@@ -472,3 +472,13 @@ def start_tekton_kueue_controller(runtime: ClusterRuntime, binary: Path) -> proc
         f"--health-probe-bind-address=127.0.0.1:{free_port()}",
     ])  # fmt: skip
     return runtime.processes[-1]
+
+
+def build_components(progress: Progress = _quiet) -> list[Path]:
+    """Every program the interop profile runs, built once (or found in the cache): Kueue, kwok, Tekton's controller,
+    tekton-kueue, JobSet's controller, and kube-controller-manager and kube-scheduler. Called before the profile's
+    pytest run, so a cold build (~20 min) prints its progress where CI's log shows it, outside pytest's capture."""
+    programs = [build(progress) for build in (kueue_binary, kwok_binary, tekton_binary, tekton_kueue_binary)]
+    programs.append(jobset_binary(progress))
+    binaries = find_binaries(extra=("kube-controller-manager", "kube-scheduler"), progress=progress)
+    return [*programs, binaries.path("kube-controller-manager"), binaries.path("kube-scheduler")]
