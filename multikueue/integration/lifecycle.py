@@ -134,10 +134,15 @@ def decide(obj: Object, workload: Object | None, adapter: Adapter) -> Decision:
         decision = rule()
         if decision is not None:
             return decision
-    if now is State.RUNNING and not admitted(workload):
+    if now is State.RUNNING and not is_true(workload, ADMITTED):
         if _started(obj, integration) and integration.suspend.stop != integration.suspend.value:
             return Decision(Step.STOP, "running but not admitted: stopped")
         return Decision(Step.HOLD, "not admitted: held for the queue")
+    if now is State.RUNNING and not admitted(workload):
+        # Deactivated while admitted: Kueue evicts it, and the eviction stops it (as Kueue's jobframework, which
+        # reads only the Admitted condition here). Held now, it would look released by its user and be
+        # activated again.
+        return Decision(Step.NOTHING, "running, its Workload deactivated: waiting for Kueue's eviction")
     return Decision(Step.NOTHING, f"{now.value} with an admitted Workload")
 
 

@@ -153,6 +153,9 @@ def test_the_built_workload_has_kueues_metadata() -> None:
         (_run("PipelineRunPending"), _workload(active=False), Step.NOTHING),
         (_run(), _workload(active=False), Step.HOLD),  # the user let go: queued again
         (_run(), _workload(("Admitted", "True")), Step.NOTHING),
+        # Deactivated while running, before Kueue's eviction lands: left to the eviction, not held (and reactivated)
+        (_run(), _workload(("Admitted", "True"), active=False), Step.NOTHING),
+        (_run(status={"startTime": "t"}), _workload(("Admitted", "True"), active=False), Step.NOTHING),
         (_run(status={"startTime": "t"}), _workload(("Admitted", "True"), ("Evicted", "True")), Step.STOP),
         (_run(status={"startTime": "t"}), _workload(), Step.STOP),  # running, not admitted, started: stopped
         (_run("StoppedRunFinally", status={"startTime": "t"}), _workload(("Evicted", "True")), Step.NOTHING),
