@@ -129,21 +129,29 @@ def decide(obj: Object, workload: Object | None, adapter: Adapter) -> Decision:
         lambda: _pods_ready(obj, workload, integration.pods_ready),
         lambda: _evicted(obj, workload, integration, now),
         lambda: _held(obj, workload, now),
+        lambda: _running(obj, workload, integration, now),
     )
     for rule in rules:
         decision = rule()
         if decision is not None:
             return decision
-    if now is State.RUNNING and not is_true(workload, ADMITTED):
+    return Decision(Step.NOTHING, f"{now.value} with an admitted Workload")
+
+
+def _running(obj: Object, workload: Object, integration: Integration, now: State) -> Decision | None:
+    """Running without admission: held for the queue (stopped once it has started, where stopping differs)."""
+    if now is not State.RUNNING:
+        return None
+    if not is_true(workload, ADMITTED):
         if _started(obj, integration) and integration.suspend.stop != integration.suspend.value:
             return Decision(Step.STOP, "running but not admitted: stopped")
         return Decision(Step.HOLD, "not admitted: held for the queue")
-    if now is State.RUNNING and not admitted(workload):
+    if not admitted(workload):
         # Deactivated while admitted: Kueue evicts it, and the eviction stops it (as Kueue's jobframework, which
         # reads only the Admitted condition here). Held now, it would look released by its user and be
         # activated again.
         return Decision(Step.NOTHING, "running, its Workload deactivated: waiting for Kueue's eviction")
-    return Decision(Step.NOTHING, f"{now.value} with an admitted Workload")
+    return None
 
 
 def _without_workload(obj: Object, integration: Integration, now: State, done: bool, prebuilt: str
