@@ -28,23 +28,21 @@ import os
 import platform
 import random
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any
 
-import aiohttp
 import anyio
 import yaml
 from kubernetes_asyncio import client as k8s_client
-from prometheus_client.parser import text_string_to_metric_families
-from prometheus_client.samples import Sample
 
 from bench import audit, proc, runtime
+from bench.dispatcher import Dispatcher, Shards
 from bench.kueue import MULTIKUEUE_CONTROLLER, RealKueue
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
 from multikueue.kube.errors import Conflict
@@ -53,10 +51,9 @@ from multikueue.labels import ORIGIN_LABEL, PLACEMENT_PHASE
 from multikueue.runtime.informer import DELETED, Informer
 from multikueue.testing import crds, kueue
 from multikueue.testing.client import k8s, raw_body
-from multikueue.testing.dispatcher import run_argv
 from multikueue.testing.interop import KUEUE_NAMESPACE, ComponentUnavailable, KueueProcess, kueue_binary
 from multikueue.testing.objects import pipelinerun
-from multikueue.testing.testbed import TestBed, free_port
+from multikueue.testing.testbed import TestBed
 from multikueue.testing.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -76,175 +73,6 @@ def percentile(values: list[float], q: float) -> float | None:
         return None
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, max(0, round(q / 100 * len(ordered)) - 1))]
-
-
-class Dispatcher:
-    """The controller as its own process, with its CPU time, peak RSS and /metrics at hand."""
-
-    started: ClassVar[list[Dispatcher]] = []  # stopped when the bench ends, however it ends
-
-    def __init__(
-        self,
-        kubeconfig: Path,
-        config: str,
-        workdir: Path,
-        *,
-        traced: Path | None = None,
-        source: Path | None = None,
-        interpreter: str | None = None,
-    ) -> None:
-        self.port = free_port()
-        (workdir / "config.yaml").write_text(config)
-        self.argv = run_argv(
-            kubeconfig,
-            *("--config-file", str(workdir / "config.yaml"), "--http-address", f"127.0.0.1:{self.port}"),
-            *("--log-format", "json", "--log-level", "warning"),
-        )
-        self.argv[0] = interpreter or self.argv[0]
-        self.traced = traced
-        if traced is not None:  # python -m bench.traced OUT run ...: the same command under tracemalloc
-            self.argv[1:3] = ["-m", "bench.traced", str(traced.resolve())]
-        self.log = workdir / "dispatcher.log"
-        # Started in its checkout (this one, or --source's): ``-m`` puts the working directory first on the path.
-        self.cwd = (source or ROOT).resolve()
-        self.process: subprocess.Popen[bytes] | None = None
-        self.cpu_before_restarts = 0.0
-        self.peak_rss = 0
-
-    def start(self) -> None:
-        Dispatcher.started.append(self)
-        with self.log.open("ab") as log:
-            self.process = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, cwd=self.cwd)
-
-    def cpu_seconds(self) -> float:
-        assert self.process is not None
-        return self.cpu_before_restarts + proc.cpu_seconds(self.process.pid)
-
-    def rss(self) -> int:
-        """Current RSS in bytes; the peak is tracked across restarts."""
-        assert self.process is not None
-        current, peak = proc.memory(self.process.pid)
-        self.peak_rss = max(self.peak_rss, peak)
-        return current
-
-    def kill(self) -> None:
-        assert self.process is not None
-        self.rss()
-        self.cpu_before_restarts = self.cpu_seconds()
-        self.process.send_signal(signal.SIGKILL)
-        self.process.wait(timeout=30)
-
-    def pause(self) -> None:
-        """Stop it gracefully, keeping its CPU time and peak RSS for the totals (backlog runs start it again)."""
-        assert self.process is not None
-        self.rss()
-        self.cpu_before_restarts = self.cpu_seconds()
-        self.process.terminate()
-        self.process.wait(timeout=60)
-
-    async def dump_allocations(self) -> None:
-        """With --tracemalloc: have the process write its live allocations (bench/traced.py) and wait for them."""
-        assert self.process is not None
-        assert self.traced is not None
-        self.traced.unlink(missing_ok=True)
-        self.process.send_signal(signal.SIGUSR1)
-        traced = self.traced
-
-        async def written() -> bool:
-            return traced.exists()
-
-        await eventually(written, timeout=300, what="the allocation dump")
-        say(f"live allocations written to {self.traced}")
-
-    def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.terminate()
-            self.process.wait(timeout=60)
-
-    async def _samples(self, name: str) -> list[Sample]:
-        async with (
-            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http,
-            http.get(f"http://127.0.0.1:{self.port}/metrics") as response,
-        ):
-            text = await response.text()
-        return [s for family in text_string_to_metric_families(text) for s in family.samples if s.name == name]
-
-    async def requests(self) -> dict[str, float]:
-        """The dispatcher's own request counter, per cluster and method (the bench counts from the audit logs)."""
-        totals: dict[str, float] = {}
-        for sample in await self._samples("multikueue_api_requests_total"):
-            key = f"{sample.labels['cluster']} {sample.labels['method']}"
-            totals[key] = totals.get(key, 0.0) + sample.value
-        return totals
-
-    async def queue_wait(self) -> dict[str, dict[str, float]]:
-        """Per controller: reconciles started and their mean wait in the work queue (seconds)."""
-        sums = {s.labels["controller"]: s.value for s in await self._samples("multikueue_workqueue_wait_seconds_sum")}
-        counts = await self._samples("multikueue_workqueue_wait_seconds_count")
-        return {
-            c.labels["controller"]: {"reconciles": c.value, "mean_wait_s": sums[c.labels["controller"]] / c.value}
-            for c in counts
-            if c.value
-        }
-
-    async def connected(self) -> set[str]:
-        """The workers whose connections are up (its own view: beside Kueue, ``Active`` is written by both)."""
-        return {s.labels["cluster"] for s in await self._samples("multikueue_worker_connected") if s.value == 1}
-
-
-class Shards:
-    """``--shards N`` (Direct mode): N dispatcher processes, each placing the objects its ``objectSelector`` selects
-    (docs/scaling.md), measured as one: CPU, RSS and requests summed, connected where all are."""
-
-    def __init__(self, members: list[Dispatcher]) -> None:
-        self.members = members
-
-    @property
-    def peak_rss(self) -> int:
-        """The sum of each one's peak (an upper bound of the peak of their sum)."""
-        return sum(m.peak_rss for m in self.members)
-
-    def start(self) -> None:
-        for m in self.members:
-            m.start()
-
-    def stop(self) -> None:
-        for m in self.members:
-            m.stop()
-
-    def pause(self) -> None:
-        for m in self.members:
-            m.pause()
-
-    def kill(self) -> None:
-        for m in self.members:
-            m.kill()
-
-    def cpu_seconds(self) -> float:
-        return sum(m.cpu_seconds() for m in self.members)
-
-    def each_cpu_seconds(self) -> list[float]:
-        return [m.cpu_seconds() for m in self.members]
-
-    def rss(self) -> int:
-        return sum(m.rss() for m in self.members)
-
-    async def requests(self) -> dict[str, float]:
-        totals: dict[str, float] = {}
-        for m in self.members:
-            for key, value in (await m.requests()).items():
-                totals[key] = totals.get(key, 0.0) + value
-        return totals
-
-    async def queue_wait(self) -> dict[str, dict[str, float]]:
-        return {f"shard{i} {c}": v for i, m in enumerate(self.members) for c, v in (await m.queue_wait()).items()}
-
-    async def connected(self) -> set[str]:
-        sets = [await m.connected() for m in self.members]
-        return set.intersection(*sets) if sets else set()
-
-    async def dump_allocations(self) -> None:
-        raise NotImplementedError("--tracemalloc traces one dispatcher: not with --shards")
 
 
 SHARD_LABEL = "bench.multikueue.x-k8s.io/shard"
@@ -399,13 +227,95 @@ class Run:
             await kueue.finish(self.api[self.on_worker[name][0]], f"pipelinerun-{name}", NAMESPACE)
 
 
+@dataclass
+class Setup:
+    """What a run talks to and measures: the clusters' clients (in ``run``), the MultiKueue objects' names, and the
+    processes: this dispatcher (or its shards), real Kueue beside it or in its place."""
+
+    args: argparse.Namespace
+    bed: TestBed
+    run: Run
+    workers: list[str]
+    names: dict[str, str]
+    dispatcher: Dispatcher | Shards | None
+    real_kueue: RealKueue | None
+
+    @property
+    def measured(self) -> Dispatcher | Shards | RealKueue:
+        measured = self.dispatcher or self.real_kueue
+        assert measured is not None
+        return measured
+
+    @property
+    def beside(self) -> RealKueue | None:
+        """Real Kueue beside this dispatcher (its scheduler and admission checks): its own costs, reported apart."""
+        return self.real_kueue if self.dispatcher is not None else None
+
+
+@dataclass
+class Before:
+    """The counters as the measured phases start."""
+
+    rss: int
+    cpu: float
+    shard_cpu: list[float]
+    requests: dict[str, float]
+    beside_cpu: float
+    counter: audit.Counter
+
+
+@dataclass
+class Dispatched:
+    """Phase 1's figures: from the first submission (or the dispatcher's start, with ``--backlog``) until every
+    object is on a worker."""
+
+    started: float
+    submitted_at: float
+    dispatched_at: float
+    phase_cpu: dict[str, float]
+    requests: dict[str, Any]
+    inflight_rss: int
+
+
+@dataclass
+class After:
+    """The counters once every run finished and nothing is left on a worker."""
+
+    finished_at: float
+    status_changes: int
+    cpu: float
+    shard_cpu: list[float]
+    requests: dict[str, float]
+    work_queues: dict[str, dict[str, float]]
+    audited: dict[str, dict[str, dict[str, int]]]
+    beside: dict[str, Any] | None
+
+
 async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> dict[str, Any]:
+    setup = await _set_up(args, bed, workdir)
+    before = await _counters(setup)
+    async with anyio.create_task_group() as tg:
+        await _watch(setup, tg)
+        dispatched = await _dispatch(setup, before, tg)
+        changes = await _status_sync(setup, tg)
+        after = await _finish(setup, before, tg, changes)
+        tg.cancel_scope.cancel()
+    if setup.dispatcher is not None:
+        setup.dispatcher.stop()
+    if setup.real_kueue is not None:
+        setup.real_kueue.stop()
+    for client in setup.run.api.values():
+        await client.close()
+    return _result(setup, before, dispatched, after)
+
+
+async def _set_up(args: argparse.Namespace, bed: TestBed, workdir: Path) -> Setup:
+    """Clients, namespaces and audited identities on every cluster; Kueue's objects (and real Kueue with
+    ``--kueue real``); the dispatcher started, every worker Active and connected."""
     workers = [f"worker{i + 1}" for i in range(args.workers)]
     run = Run(args, bed, workers)
-    n = args.objects
     for cluster in ("manager", *workers):
         run.api[cluster] = await api_client_from_kubeconfig(bed.cluster(cluster).kubeconfig, temp_dir=workdir / "certs")
-    for cluster in ("manager", *workers):
         await k8s_client.CoreV1Api(k8s(run.api[cluster])).create_namespace(raw_body({"metadata": {"name": NAMESPACE}}))
     # Beside real Kueue, the kubeconfig Secrets live in Kueue's namespace: its MultiKueueCluster controller reads
     # them there for every MultiKueueCluster, whichever controller the admission check names (docs/dispatch.md).
@@ -417,21 +327,7 @@ async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
     }
     manager_kubeconfig = workdir / "dispatcher-kubeconfig.yaml"
     manager_kubeconfig.write_text(yaml.safe_dump(identities["manager"]))
-    real_kueue: RealKueue | None = None
-    if args.kueue == "real":
-        kueue_kubeconfig = manager_kubeconfig
-        if args.dispatcher != "kueue":  # Kueue's core beside this dispatcher: counted apart
-            kueue_kubeconfig = workdir / "kueue-kubeconfig.yaml"
-            kueue_identity = await audit.identity(run.api["manager"], bed.cluster("manager"), NAMESPACE, KUEUE_ACCOUNT)
-            kueue_kubeconfig.write_text(yaml.safe_dump(kueue_identity))
-        process = KueueProcess(bed.cluster("manager"), args.kueue_binary, workdir / "kueue", log_level="info",
-                               extra=RealKueue.configuration(multikueue=args.dispatcher == "kueue"),
-                               kubeconfig=kueue_kubeconfig)  # fmt: skip
-        real_kueue = await RealKueue.start(run.api["manager"], process)
-        role = "dispatches" if args.dispatcher == "kueue" else "unused"
-        say(f"real Kueue on the manager (PID {real_kueue.pid}); its MultiKueue {role}")
-    else:
-        await k8s_client.CoreV1Api(k8s(run.api["manager"])).create_namespace(raw_body({"metadata": {"name": SYSTEM}}))
+    real_kueue = await _real_kueue(args, bed, run, workdir, manager_kubeconfig)
     names = await kueue.multikueue_setup(
         run.api["manager"],
         namespace=system,
@@ -443,38 +339,65 @@ async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
     run.check = names["check"]
     if real_kueue is not None:
         await kueue.queues(run.api["manager"], NAMESPACE, local_queue="user-queue", cluster_queue="bench-cq",
-                           flavor="bench-flavor", quota={"cpu": str(2 * n)}, check=names["check"],
+                           flavor="bench-flavor", quota={"cpu": str(2 * args.objects)}, check=names["check"],
                            namespace_selector={})  # fmt: skip
-    dispatcher: Dispatcher | Shards | None = None
-    if args.dispatcher == "multikueue" and args.shards > 1:
+    setup = Setup(args, bed, run, workers, names, _dispatcher(args, system, manager_kubeconfig, workdir), real_kueue)
+    await _connected(setup)
+    return setup
+
+
+async def _real_kueue(
+    args: argparse.Namespace, bed: TestBed, run: Run, workdir: Path, manager_kubeconfig: Path
+) -> RealKueue | None:
+    """Real Kueue on the manager with ``--kueue real`` (its MultiKueue dispatching with ``--dispatcher kueue``);
+    otherwise only the namespace the played Kueue's objects live in."""
+    if args.kueue != "real":
+        await k8s_client.CoreV1Api(k8s(run.api["manager"])).create_namespace(raw_body({"metadata": {"name": SYSTEM}}))
+        return None
+    kueue_kubeconfig = manager_kubeconfig
+    if args.dispatcher != "kueue":  # Kueue's core beside this dispatcher: counted apart
+        kueue_kubeconfig = workdir / "kueue-kubeconfig.yaml"
+        kueue_identity = await audit.identity(run.api["manager"], bed.cluster("manager"), NAMESPACE, KUEUE_ACCOUNT)
+        kueue_kubeconfig.write_text(yaml.safe_dump(kueue_identity))
+    process = KueueProcess(bed.cluster("manager"), args.kueue_binary, workdir / "kueue", log_level="info",
+                           extra=RealKueue.configuration(multikueue=args.dispatcher == "kueue"),
+                           kubeconfig=kueue_kubeconfig)  # fmt: skip
+    real_kueue = await RealKueue.start(run.api["manager"], process)
+    role = "dispatches" if args.dispatcher == "kueue" else "unused"
+    say(f"real Kueue on the manager (PID {real_kueue.pid}); its MultiKueue {role}")
+    return real_kueue
+
+
+def _dispatcher(args: argparse.Namespace, system: str, kubeconfig: Path, workdir: Path) -> Dispatcher | Shards | None:
+    """This project's dispatcher started (``--shards`` of them, each with its objectSelector), or ``None`` when
+    Kueue's own MultiKueue dispatches."""
+    if args.dispatcher != "multikueue":
+        return None
+    dispatcher: Dispatcher | Shards
+    if args.shards > 1:
         members = []
         for k in range(args.shards):
             config = configuration(
                 args.mode, system, integration=args.integration, shard=shard_selector(k, args.shards)
             )
             (workdir / f"shard{k}").mkdir()
-            members.append(
-                Dispatcher(
-                    manager_kubeconfig, config, workdir / f"shard{k}", source=args.source, interpreter=args.interpreter
-                )
-            )
+            members.append(Dispatcher(kubeconfig, config, workdir / f"shard{k}", source=args.source,
+                                      interpreter=args.interpreter))  # fmt: skip
         dispatcher = Shards(members)
-        dispatcher.start()
-    elif args.dispatcher == "multikueue":
+    else:
         config = configuration(args.mode, system, integration=args.integration)
-        dispatcher = Dispatcher(
-            manager_kubeconfig,
-            config,
-            workdir,
-            traced=args.tracemalloc,
-            source=args.source,
-            interpreter=args.interpreter,
-        )
-        dispatcher.start()
-    measured: Dispatcher | Shards | RealKueue = dispatcher or real_kueue  # type: ignore[assignment]
-    for w in workers:
+        dispatcher = Dispatcher(kubeconfig, config, workdir, traced=args.tracemalloc, source=args.source,
+                                interpreter=args.interpreter)  # fmt: skip
+    dispatcher.start()
+    return dispatcher
+
+
+async def _connected(setup: Setup) -> None:
+    """Every worker's MultiKueueCluster Active, and (this dispatcher) connected in its own view."""
+    names, manager = setup.names, setup.run.api["manager"]
+    for w in setup.workers:
         await eventually(
-            lambda w=w: Objects(run.api["manager"], MULTIKUEUE_CLUSTERS).get(names[w]),  # type: ignore[misc]
+            lambda w=w: Objects(manager, MULTIKUEUE_CLUSTERS).get(names[w]),  # type: ignore[misc]
             until=lambda c: any(
                 x["type"] == "Active" and x["status"] == "True"
                 for x in ((c or {}).get("status") or {}).get("conditions") or []
@@ -482,164 +405,184 @@ async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
             timeout=120,
             what=f"{w} Active",
         )
-    if dispatcher is not None:
-        await eventually(
-            dispatcher.connected, until=lambda up: up >= {names[w] for w in workers}, timeout=120, what="connected"
-        )
-    say(f"{args.mode} mode, {len(workers)} workers, {n} objects: dispatcher up, workers connected")
-    baseline_rss = measured.rss()
-    cpu0 = measured.cpu_seconds()
-    shard_cpu0 = dispatcher.each_cpu_seconds() if isinstance(dispatcher, Shards) else []
-    requests0 = await dispatcher.requests() if dispatcher else {}
-    # Real Kueue beside this dispatcher (its scheduler and admission checks): its own costs, reported apart.
-    beside = real_kueue if dispatcher is not None else None
-    beside_cpu0 = beside.cpu_seconds() if beside else 0.0
-    counter = audit.Counter({"manager": bed.cluster("manager"), **{names[w]: bed.cluster(w) for w in workers}})
+    if setup.dispatcher is not None:
+        expected = {names[w] for w in setup.workers}
+        await eventually(setup.dispatcher.connected, until=lambda up: up >= expected, timeout=120, what="connected")
+    say(f"{setup.args.mode} mode, {len(setup.workers)} workers, {setup.args.objects} objects: dispatcher up, "
+        "workers connected")  # fmt: skip
+
+
+async def _counters(setup: Setup) -> Before:
+    dispatcher, beside = setup.dispatcher, setup.beside
+    counter = audit.Counter(
+        {"manager": setup.bed.cluster("manager"), **{setup.names[w]: setup.bed.cluster(w) for w in setup.workers}}
+    )
+    before = Before(
+        rss=setup.measured.rss(),
+        cpu=setup.measured.cpu_seconds(),
+        shard_cpu=dispatcher.each_cpu_seconds() if isinstance(dispatcher, Shards) else [],
+        requests=await dispatcher.requests() if dispatcher else {},
+        beside_cpu=beside.cpu_seconds() if beside else 0.0,
+        counter=counter,
+    )
     counter.mark()
+    return before
 
-    async with anyio.create_task_group() as tg:
-        informers = [
-            Informer(Objects(run.api["manager"], PIPELINERUNS).source(namespace=NAMESPACE), on_event=run.manager_runs)
-        ]
-        if args.mode == "kueue":
-            informers.append(
-                Informer(
-                    Objects(run.api["manager"], WORKLOADS).source(namespace=NAMESPACE), on_event=run.manager_workloads
-                )
-            )
-        selector = f"{ORIGIN_LABEL}=multikueue"
-        for index, w in enumerate(workers):
-            informers.append(
-                Informer(
-                    Objects(run.api[w], PIPELINERUNS).source(namespace=NAMESPACE, label_selector=selector),
-                    on_event=run.worker_runs(w),
-                )
-            )
-            if args.mode == "kueue":
-                informers.append(
-                    Informer(
-                        Objects(run.api[w], WORKLOADS).source(namespace=NAMESPACE, label_selector=selector),
-                        on_event=run.worker_workloads(w, index, tg),
-                    )
-                )
-        for informer in informers:
-            tg.start_soon(informer.run)
-        for informer in informers:
-            await informer.synced.wait()
 
-        # 1. dispatch (with --backlog: everything submitted first, then the dispatcher drains it)
-        if args.backlog:
-            assert dispatcher is not None
-            dispatcher.pause()
-        started = time.monotonic()
-
-        def cpu_now() -> tuple[float, float, float]:
-            return measured.cpu_seconds(), time.process_time(), proc.machine_busy_seconds()
-
-        cpu_at_start = (0.0, 0.0, 0.0) if args.backlog else cpu_now()  # a paused dispatcher has no process
-        faults = {int(n * 0.3): "worker", int(n * 0.6): "dispatcher"} if args.faults else {}
-        limiter = anyio.Semaphore(args.submitters)
-
-        async def submit(i: int) -> None:
-            async with limiter:
-                await run._retry(lambda: run.submit(i))
-
-        async with anyio.create_task_group() as submitters:
-            for i in range(n):
-                if i in faults:
-                    assert dispatcher is not None
-                    await inject(faults[i], bed, dispatcher, workers, tg)
-                await limiter.acquire()
-                limiter.release()
-                submitters.start_soon(submit, i)
-        submitted_at = time.monotonic()
-        say(f"submitted {n} in {submitted_at - started:.1f}s")
-        if args.backlog:
-            assert dispatcher is not None
-            dispatcher.start()
-            started = time.monotonic()  # throughput and latency count from the dispatcher's start
-            cpu_at_start = cpu_now()
-            run.submitted = dict.fromkeys(run.submitted, started)
-        await progress(lambda: len(run.on_worker), n, "on a worker", timeout=args.timeout)
-        dispatched_at = max(t for _, t in run.on_worker.values())
-        # Who used the machine's cores until the last object was on a worker: the dispatcher, the bench (submitting,
-        # playing Kueue and Tekton on the workers), and the rest (API servers, etcd, Kueue).
-        dispatcher_cpu = measured.cpu_seconds() - cpu_at_start[0]
-        bench_cpu = time.process_time() - cpu_at_start[1]
-        phase_cpu = {"seconds": time.monotonic() - started, "dispatcher": dispatcher_cpu, "bench": bench_cpu,
-                     "rest": proc.machine_busy_seconds() - cpu_at_start[2] - dispatcher_cpu - bench_cpu}  # fmt: skip
-        dispatch_requests = counter.count(by_resource=True).get(audit.user(NAMESPACE, DISPATCHER_ACCOUNT), {})
-        inflight_rss = measured.rss()
-        if args.tracemalloc is not None and dispatcher is not None:
-            await dispatcher.dump_allocations()
-
-        # 2. status sync under a steady rate of worker status changes
-        names_in_flight = sorted(run.on_worker)
-        changes = int(args.status_rate * args.status_seconds)
-        latest: dict[str, str] = {}
-        for k in range(changes):
-            name = random.choice(names_in_flight)
-            marker = f"step {k} of {name}"
-            # A change not yet mirrored when the next one lands on the same object is superseded, not lost:
-            # the dispatcher rightly mirrors only the newest state.
-            if run.status_sent.pop(latest.get(name, ""), None) is not None:
-                run.superseded += 1
-            latest[name] = marker
-            run.status_sent[marker] = time.monotonic()
-            tg.start_soon(
-                run._retry, lambda name=name, marker=marker: run.set_status(name, "Unknown", "Running", marker)
-            )
-            await anyio.sleep(1 / args.status_rate)
-        await progress(
-            lambda: len(run.status_lag) + run.superseded, changes, "status changes mirrored", timeout=120, exact=False
+async def _watch(setup: Setup, tg: Any) -> None:
+    """The bench's own informers (it plays Kueue on the workers from them, and times what it sees), synced."""
+    args, run = setup.args, setup.run
+    manager = run.api["manager"]
+    informers = [Informer(Objects(manager, PIPELINERUNS).source(namespace=NAMESPACE), on_event=run.manager_runs)]
+    if args.mode == "kueue":
+        informers.append(
+            Informer(Objects(manager, WORKLOADS).source(namespace=NAMESPACE), on_event=run.manager_workloads)
         )
+    selector = f"{ORIGIN_LABEL}=multikueue"
+    for index, w in enumerate(setup.workers):
+        source = Objects(run.api[w], PIPELINERUNS).source(namespace=NAMESPACE, label_selector=selector)
+        informers.append(Informer(source, on_event=run.worker_runs(w)))
+        if args.mode == "kueue":
+            source = Objects(run.api[w], WORKLOADS).source(namespace=NAMESPACE, label_selector=selector)
+            informers.append(Informer(source, on_event=run.worker_workloads(w, index, tg)))
+    for informer in informers:
+        tg.start_soon(informer.run)
+    for informer in informers:
+        await informer.synced.wait()
 
-        # 3. finish, as many at once as submissions: 10,000 writes started together wait for the bench's own
-        # connections past their connect timeout (aiohttp counts the wait for a pooled connection in it).
-        finishers = anyio.Semaphore(args.submitters)
 
-        async def finish(name: str) -> None:
-            async with finishers:
-                await run._retry(lambda: run.finish(name))
+async def _dispatch(setup: Setup, before: Before, tg: Any) -> Dispatched:
+    """Phase 1: submit (with ``--backlog``: everything first, then the dispatcher drains it) until every object is
+    on a worker; who used the machine's cores meanwhile; the memory with every run in flight."""
+    args, run, dispatcher, measured = setup.args, setup.run, setup.dispatcher, setup.measured
+    if args.backlog:
+        assert dispatcher is not None
+        dispatcher.pause()
+    started = time.monotonic()
 
-        for name in names_in_flight:
-            tg.start_soon(finish, name)
-        await progress(lambda: len(run.finished), n, "finished on the manager", timeout=args.timeout)
-        finished_at = max(run.finished.values())
-        for w in workers:
-            await eventually(
-                lambda w=w: names_on(run.api[w]),  # type: ignore[misc]
-                until=lambda names: names == [],
-                timeout=300,
-                what=f"nothing left on {w}",
-            )
-        cpu = measured.cpu_seconds() - cpu0
-        shard_cpu = dispatcher.each_cpu_seconds() if isinstance(dispatcher, Shards) else []
-        requests1 = await dispatcher.requests() if dispatcher else {}
-        work_queues = await dispatcher.queue_wait() if dispatcher else {}
-        measured.rss()
-        audited = counter.count()
-        beside_figures: dict[str, Any] | None = None
-        if beside is not None:
-            beside.rss()
-            beside_figures = {
-                "cpu_seconds": beside.cpu_seconds() - beside_cpu0,
-                "peak_rss_mib": beside.peak_rss / 2**20,
-                "requests_per_object": audited_per_object(audited, KUEUE_ACCOUNT, n, by_verb=False),
-                "requests_per_object_by_verb": audited_per_object(audited, KUEUE_ACCOUNT, n, by_verb=True),
-            }
-        tg.cancel_scope.cancel()
-    if dispatcher is not None:
-        dispatcher.stop()
-    if real_kueue is not None:
-        real_kueue.stop()
-    for client in run.api.values():
-        await client.close()
+    def cpu_now() -> tuple[float, float, float]:
+        return measured.cpu_seconds(), time.process_time(), proc.machine_busy_seconds()
 
-    latencies = [run.on_worker[k][1] - run.submitted[k] for k in run.on_worker if k in run.submitted]
-    from_creation = [run.on_worker[k][1] - run.created[k] for k in run.on_worker if k in run.created]
-    # Kueue mode: where the dispatch latency goes (p50 of each step), the bench's own step in the middle.
-    steps = {
+    cpu_at_start = (0.0, 0.0, 0.0) if args.backlog else cpu_now()  # a paused dispatcher has no process
+    await _submit_all(setup, tg)
+    submitted_at = time.monotonic()
+    say(f"submitted {args.objects} in {submitted_at - started:.1f}s")
+    if args.backlog:
+        assert dispatcher is not None
+        dispatcher.start()
+        started = time.monotonic()  # throughput and latency count from the dispatcher's start
+        cpu_at_start = cpu_now()
+        run.submitted = dict.fromkeys(run.submitted, started)
+    await progress(lambda: len(run.on_worker), args.objects, "on a worker", timeout=args.timeout)
+    dispatched_at = max(t for _, t in run.on_worker.values())
+    # Who used the machine's cores until the last object was on a worker: the dispatcher, the bench (submitting,
+    # playing Kueue and Tekton on the workers), and the rest (API servers, etcd, Kueue).
+    dispatcher_cpu = measured.cpu_seconds() - cpu_at_start[0]
+    bench_cpu = time.process_time() - cpu_at_start[1]
+    phase_cpu = {"seconds": time.monotonic() - started, "dispatcher": dispatcher_cpu, "bench": bench_cpu,
+                 "rest": proc.machine_busy_seconds() - cpu_at_start[2] - dispatcher_cpu - bench_cpu}  # fmt: skip
+    counted = before.counter.count(by_resource=True).get(audit.user(NAMESPACE, DISPATCHER_ACCOUNT), {})
+    inflight_rss = measured.rss()
+    if args.tracemalloc is not None and isinstance(dispatcher, Dispatcher):
+        await dispatcher.dump_allocations()
+        say(f"live allocations written to {args.tracemalloc}")
+    return Dispatched(started, submitted_at, dispatched_at, phase_cpu, counted, inflight_rss)
+
+
+async def _submit_all(setup: Setup, tg: Any) -> None:
+    """N submissions, ``--submitters`` at a time; with ``--faults``, a worker's apiserver and the dispatcher are
+    killed on the way."""
+    args, n = setup.args, setup.args.objects
+    faults = {int(n * 0.3): "worker", int(n * 0.6): "dispatcher"} if args.faults else {}
+    limiter = anyio.Semaphore(args.submitters)
+
+    async def submit(i: int) -> None:
+        async with limiter:
+            await setup.run._retry(lambda: setup.run.submit(i))
+
+    async with anyio.create_task_group() as submitters:
+        for i in range(n):
+            if i in faults:
+                assert setup.dispatcher is not None
+                await inject(faults[i], setup.bed, setup.dispatcher, setup.workers, tg)
+            await limiter.acquire()
+            limiter.release()
+            submitters.start_soon(submit, i)
+
+
+async def _status_sync(setup: Setup, tg: Any) -> int:
+    """Phase 2: worker status changes at ``--status-rate`` for ``--status-seconds``, each one's lag to the
+    manager's object measured. Returns how many were written."""
+    args, run = setup.args, setup.run
+    names_in_flight = sorted(run.on_worker)
+    changes = int(args.status_rate * args.status_seconds)
+    latest: dict[str, str] = {}
+    for k in range(changes):
+        name = random.choice(names_in_flight)
+        marker = f"step {k} of {name}"
+        # A change not yet mirrored when the next one lands on the same object is superseded, not lost:
+        # the dispatcher rightly mirrors only the newest state.
+        if run.status_sent.pop(latest.get(name, ""), None) is not None:
+            run.superseded += 1
+        latest[name] = marker
+        run.status_sent[marker] = time.monotonic()
+        tg.start_soon(run._retry, lambda name=name, marker=marker: run.set_status(name, "Unknown", "Running", marker))
+        await anyio.sleep(1 / args.status_rate)
+    await progress(
+        lambda: len(run.status_lag) + run.superseded, changes, "status changes mirrored", timeout=120, exact=False
+    )
+    return changes
+
+
+async def _finish(setup: Setup, before: Before, tg: Any, changes: int) -> After:
+    """Phase 3: every run succeeds on its worker, as many at once as submissions (10,000 writes started together
+    wait for the bench's own connections past their connect timeout: aiohttp counts the wait for a pooled
+    connection in it), until each is finished on the manager and nothing is left on any worker."""
+    args, run, dispatcher, beside = setup.args, setup.run, setup.dispatcher, setup.beside
+    finishers = anyio.Semaphore(args.submitters)
+
+    async def finish(name: str) -> None:
+        async with finishers:
+            await run._retry(lambda: run.finish(name))
+
+    for name in sorted(run.on_worker):
+        tg.start_soon(finish, name)
+    await progress(lambda: len(run.finished), args.objects, "finished on the manager", timeout=args.timeout)
+    finished_at = max(run.finished.values())
+    for w in setup.workers:
+        await eventually(
+            lambda w=w: names_on(run.api[w]),  # type: ignore[misc]
+            until=lambda names: names == [],
+            timeout=300,
+            what=f"nothing left on {w}",
+        )
+    cpu = setup.measured.cpu_seconds() - before.cpu
+    setup.measured.rss()
+    audited = before.counter.count()
+    beside_figures: dict[str, Any] | None = None
+    if beside is not None:
+        beside.rss()
+        beside_figures = {
+            "cpu_seconds": beside.cpu_seconds() - before.beside_cpu,
+            "peak_rss_mib": beside.peak_rss / 2**20,
+            "requests_per_object": audited_per_object(audited, KUEUE_ACCOUNT, args.objects, by_verb=False),
+            "requests_per_object_by_verb": audited_per_object(audited, KUEUE_ACCOUNT, args.objects, by_verb=True),
+        }
+    return After(
+        finished_at=finished_at,
+        status_changes=changes,
+        cpu=cpu,
+        shard_cpu=dispatcher.each_cpu_seconds() if isinstance(dispatcher, Shards) else [],
+        requests=await dispatcher.requests() if dispatcher else {},
+        work_queues=await dispatcher.queue_wait() if dispatcher else {},
+        audited=audited,
+        beside=beside_figures,
+    )
+
+
+def _latency_steps(run: Run) -> dict[str, list[float]]:
+    """Kueue mode: where the dispatch latency goes (p50 of each step), the bench's own step in the middle."""
+    return {
         "quota_reserved_to_check_pending (Kueue)": [run.submitted[k] - run.reserved[k] for k in run.reserved
                                                     if k in run.submitted],
         "handed_over_to_copy_on_worker": [run.copied[k] - run.submitted[k] for k in run.copied if k in run.submitted],
@@ -647,50 +590,58 @@ async def main_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
         "admitted_to_object_on_worker": [run.on_worker[k][1] - run.admitted[k] for k in run.on_worker
                                          if k in run.admitted],
     }  # fmt: skip
-    placement = {w: sum(1 for x, _ in run.on_worker.values() if x == w) for w in workers}
+
+
+def _result(setup: Setup, before: Before, d: Dispatched, after: After) -> dict[str, Any]:
+    args, run, n = setup.args, setup.run, setup.args.objects
+    latencies = [run.on_worker[k][1] - run.submitted[k] for k in run.on_worker if k in run.submitted]
+    from_creation = [run.on_worker[k][1] - run.created[k] for k in run.on_worker if k in run.created]
+    placement = {w: sum(1 for x, _ in run.on_worker.values() if x == w) for w in setup.workers}
     duplicates = {k: c for k, c in run.copies_created.items() if c > 1}
     return {
         "mode": args.mode,
         "dispatcher": args.dispatcher,
         "kueue": args.kueue,
-        "kueue_beside": beside_figures,
-        "workers": len(workers),
+        "kueue_beside": after.beside,
+        "workers": len(setup.workers),
         "objects": n,
         "faults": args.faults,
         "backlog": args.backlog,
         "integration": args.integration,
         "source": args.source_commit,
-        "dispatch_throughput_per_s": n / (dispatched_at - started),
-        "end_to_end_throughput_per_s": n / (finished_at - started),
-        "submit_seconds": submitted_at - started,
+        "dispatch_throughput_per_s": n / (d.dispatched_at - d.started),
+        "end_to_end_throughput_per_s": n / (after.finished_at - d.started),
+        "submit_seconds": d.submitted_at - d.started,
         "dispatch_latency_s": {f"p{q}": percentile(latencies, q) for q in (50, 95, 99)},
         "submit_to_worker_latency_s": {f"p{q}": percentile(from_creation, q) for q in (50, 95, 99)},
-        "dispatch_latency_steps_p50_s": {step: percentile(values, 50) for step, values in steps.items() if values},
+        "dispatch_latency_steps_p50_s": {
+            step: percentile(values, 50) for step, values in _latency_steps(run).items() if values
+        },
         "status_sync_lag_s": {
             "p50": percentile(run.status_lag, 50),
             "p99": percentile(run.status_lag, 99),
-            "changes": changes,
+            "changes": after.status_changes,
             "superseded": run.superseded,
             "mirrored": len(run.status_lag),
             "rate_per_s": args.status_rate,
         },
-        "controller_cpu_seconds": cpu,
-        "dispatch_phase_cpu_seconds": phase_cpu,
-        "controller_work_queues": work_queues,
-        "controller_peak_rss_mib": measured.peak_rss / 2**20,
-        "controller_rss_baseline_mib": baseline_rss / 2**20,
-        "controller_rss_in_flight_mib": inflight_rss / 2**20,
-        "rss_per_1000_in_flight_mib": (inflight_rss - baseline_rss) / 2**20 / n * 1000,
-        "requests_per_object": audited_per_object(audited, DISPATCHER_ACCOUNT, n, by_verb=False),
-        "requests_per_object_by_verb": audited_per_object(audited, DISPATCHER_ACCOUNT, n, by_verb=True),
-        "requests_per_object_self_reported": per_object(requests0, requests1, n, by_method=False),
-        "requests_per_object_self_reported_by_method": per_object(requests0, requests1, n, by_method=True),
+        "controller_cpu_seconds": after.cpu,
+        "dispatch_phase_cpu_seconds": d.phase_cpu,
+        "controller_work_queues": after.work_queues,
+        "controller_peak_rss_mib": setup.measured.peak_rss / 2**20,
+        "controller_rss_baseline_mib": before.rss / 2**20,
+        "controller_rss_in_flight_mib": d.inflight_rss / 2**20,
+        "rss_per_1000_in_flight_mib": (d.inflight_rss - before.rss) / 2**20 / n * 1000,
+        "requests_per_object": audited_per_object(after.audited, DISPATCHER_ACCOUNT, n, by_verb=False),
+        "requests_per_object_by_verb": audited_per_object(after.audited, DISPATCHER_ACCOUNT, n, by_verb=True),
+        "requests_per_object_self_reported": per_object(before.requests, after.requests, n, by_method=False),
+        "requests_per_object_self_reported_by_method": per_object(before.requests, after.requests, n, by_method=True),
         "placement": placement,
         "shards": args.shards,
-        "shard_cpu_seconds": [c - c0 for c, c0 in zip(shard_cpu, shard_cpu0, strict=True)],
+        "shard_cpu_seconds": [c - c0 for c, c0 in zip(after.shard_cpu, before.shard_cpu, strict=True)],
         # What the dispatcher asked of each cluster until every object was on its worker, by verb and resource
         # (totals for the N objects): the mix bench/ceiling.py replays.
-        "dispatch_phase_requests": dispatch_requests,
+        "dispatch_phase_requests": d.requests,
         "objects_created_more_than_once": len(duplicates),
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
     }
@@ -775,7 +726,7 @@ KUEUE_MAX_CLUSTERS = 20
 """MultiKueueConfig's spec.clusters maxItems in Kueue v0.19.2's CRD."""
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n\n")[0])
     parser.add_argument("--mode", choices=["kueue", "direct"], default="kueue")
     parser.add_argument(
@@ -825,6 +776,12 @@ def main(argv: list[str] | None = None) -> int:
         "--shards", type=int, default=1, help="Direct mode: this many dispatchers split the objects (docs/scaling.md)"
     )
     parser.add_argument("--out", type=Path, help="JSON result file (default bench/results/<mode>-w<W>-n<N>.json)")
+    return parser
+
+
+def _arguments(argv: list[str] | None) -> argparse.Namespace:
+    """The flags, checked together (argparse's one line and exit 2 for a combination that cannot run)."""
+    parser = _parser()
     args = parser.parse_args(argv)
     args.source_commit = _commit(args.source or ROOT)
     # The dispatcher runs with its runtime dependencies only (bench/runtime.py), unless --dev-venv.
@@ -840,6 +797,22 @@ def main(argv: list[str] | None = None) -> int:
     if args.mode == "kueue" and args.workers > KUEUE_MAX_CLUSTERS:
         parser.error(f"--workers {args.workers}: Kueue's MultiKueueConfig holds at most {KUEUE_MAX_CLUSTERS} clusters "
                      "(spec.clusters maxItems); --mode direct places on more")  # fmt: skip
+    return args
+
+
+def _out_path(args: argparse.Namespace) -> Path:
+    """bench/results/<mode>-w<W>-n<N>[-faults][-backlog][-integration][-shardsK][-kueue-...].json, or --out."""
+    suffix = ("-faults" if args.faults else "") + ("-backlog" if args.backlog else "")
+    suffix += "-integration" if args.integration else ""
+    suffix += f"-shards{args.shards}" if args.shards > 1 else ""
+    if args.kueue == "real":
+        suffix += "-kueue-multikueue" if args.dispatcher == "kueue" else "-kueue-core"
+    out: Path = args.out or RESULTS / f"{args.mode}-w{args.workers}-n{args.objects}{suffix}.json"
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _arguments(argv)
     args.kueue_binary = None
     if args.kueue == "real":
         try:
@@ -847,12 +820,7 @@ def main(argv: list[str] | None = None) -> int:
         except ComponentUnavailable as e:
             say(f"cannot run real Kueue: {e}")
             return 3
-    suffix = ("-faults" if args.faults else "") + ("-backlog" if args.backlog else "")
-    suffix += "-integration" if args.integration else ""
-    suffix += f"-shards{args.shards}" if args.shards > 1 else ""
-    if args.kueue == "real":
-        suffix += "-kueue-multikueue" if args.dispatcher == "kueue" else "-kueue-core"
-    out = args.out or RESULTS / f"{args.mode}-w{args.workers}-n{args.objects}{suffix}.json"
+    out = _out_path(args)
     clusters = ("manager", *(f"worker{i + 1}" for i in range(args.workers)))
     users = [audit.user(NAMESPACE, a) for a in (DISPATCHER_ACCOUNT, KUEUE_ACCOUNT)]
     with (
