@@ -34,7 +34,7 @@ from urllib.parse import quote
 import anyio
 from kubernetes_asyncio import client as k8s_client
 
-from bench import audit
+from bench import audit, cores
 from bench.run import NAMESPACE, PIPELINERUNS, RESULTS, ROOT, say
 from multikueue.config import GroupVersionKind, parse_configuration
 from multikueue.dispatch.adapter import GenericAdapter
@@ -262,11 +262,18 @@ def main(argv: list[str] | None = None) -> int:
     n = int(mix["objects"])
     clusters = ("manager", *(f"worker{i + 1}" for i in range(mix["workers"])))
     users = [audit.user(NAMESPACE, "bench-dispatcher")]
+    split = bool(mix.get("split_cores"))  # the servers on the core they had in the measured run
+    if split:
+        if why := cores.check():
+            parser.error(f"--mix {args.mix} was measured with --split-cores: {why}")
+        cores.load_here()
     with (
         tempfile.TemporaryDirectory(prefix="multikueue-ceiling-") as scratch,
         TestBed(clusters=clusters, apiserver_args=audit.apiserver_args(Path(scratch), users)) as bed,
     ):
         crds.install_on_bed(bed, [c for c in crds.all_crds() if c["spec"]["group"] in ("kueue.x-k8s.io", "tekton.dev")])
+        if split:
+            cores.servers_apart(bed)
         plan, unknown = anyio.run(prepare, bed, mix, n, Path(scratch))
         plan_file = Path(scratch) / "plan.json"
         plan_file.write_text(json.dumps(plan))
@@ -282,6 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     result = {
         "mix": args.mix.name,
         "mode": mix["mode"], "workers": mix["workers"], "objects": n, "backlog": mix.get("backlog", False),
+        "split_cores": split,
         "ceiling_objects_per_s": replayed["objects_per_s"],
         "dispatcher_objects_per_s": drain,
         "fraction_of_ceiling": drain / replayed["objects_per_s"],

@@ -41,7 +41,7 @@ import anyio
 import yaml
 from kubernetes_asyncio import client as k8s_client
 
-from bench import audit, proc, runtime
+from bench import audit, cores, proc, runtime
 from bench.dispatcher import Dispatcher, Shards
 from bench.kueue import MULTIKUEUE_CONTROLLER, RealKueue
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
@@ -638,6 +638,7 @@ def _result(setup: Setup, before: Before, d: Dispatched, after: After) -> dict[s
         "requests_per_object_self_reported_by_method": per_object(before.requests, after.requests, n, by_method=True),
         "placement": placement,
         "shards": args.shards,
+        "split_cores": args.split_cores,
         "shard_cpu_seconds": [c - c0 for c, c0 in zip(after.shard_cpu, before.shard_cpu, strict=True)],
         # What the dispatcher asked of each cluster until every object was on its worker, by verb and resource
         # (totals for the N objects): the mix bench/ceiling.py replays.
@@ -775,6 +776,11 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--shards", type=int, default=1, help="Direct mode: this many dispatchers split the objects (docs/scaling.md)"
     )
+    parser.add_argument(
+        "--split-cores",
+        action="store_true",
+        help="the API servers and etcd on CPU 0, the bench and the dispatcher on CPU 1 (bench/cores.py)",
+    )
     parser.add_argument("--out", type=Path, help="JSON result file (default bench/results/<mode>-w<W>-n<N>.json)")
     return parser
 
@@ -788,23 +794,36 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     args.interpreter = None if args.dev_venv or args.dispatcher == "kueue" else runtime.python(args.source or ROOT)
     if args.dispatcher == "kueue":
         args.kueue = "real"
-        if args.faults or args.backlog or args.mode != "kueue":
-            parser.error("--dispatcher kueue runs Kueue mode only, without --faults or --backlog")
-    if args.kueue == "real" and args.mode != "kueue":
-        parser.error("--kueue real needs --mode kueue")
-    if args.shards > 1 and (args.mode != "direct" or args.tracemalloc or args.faults):
-        parser.error("--shards: Direct mode only, without --tracemalloc or --faults")
-    if args.mode == "kueue" and args.workers > KUEUE_MAX_CLUSTERS:
-        parser.error(f"--workers {args.workers}: Kueue's MultiKueueConfig holds at most {KUEUE_MAX_CLUSTERS} clusters "
-                     "(spec.clusters maxItems); --mode direct places on more")  # fmt: skip
+    if (problem := _cannot_run(args)) is not None:
+        parser.error(problem)
     return args
 
 
+def _cannot_run(args: argparse.Namespace) -> str | None:
+    """Why this combination of flags cannot run, or ``None``."""
+    if args.dispatcher == "kueue" and (args.faults or args.backlog or args.mode != "kueue"):
+        return "--dispatcher kueue runs Kueue mode only, without --faults or --backlog"
+    if args.kueue == "real" and args.mode != "kueue":
+        return "--kueue real needs --mode kueue"
+    if args.shards > 1 and (args.mode != "direct" or args.tracemalloc or args.faults):
+        return "--shards: Direct mode only, without --tracemalloc or --faults"
+    if args.split_cores and args.faults:
+        return "--split-cores: not with --faults (a restarted apiserver would start on the load's core)"
+    if args.split_cores and (why := cores.check()) is not None:
+        return why
+    if args.mode == "kueue" and args.workers > KUEUE_MAX_CLUSTERS:
+        return (f"--workers {args.workers}: Kueue's MultiKueueConfig holds at most {KUEUE_MAX_CLUSTERS} clusters "
+                "(spec.clusters maxItems); --mode direct places on more")  # fmt: skip
+    return None
+
+
 def _out_path(args: argparse.Namespace) -> Path:
-    """bench/results/<mode>-w<W>-n<N>[-faults][-backlog][-integration][-shardsK][-kueue-...].json, or --out."""
+    """bench/results/<mode>-w<W>-n<N>[-faults][-backlog][-integration][-shardsK][-split][-kueue-...].json, or
+    --out."""
     suffix = ("-faults" if args.faults else "") + ("-backlog" if args.backlog else "")
     suffix += "-integration" if args.integration else ""
     suffix += f"-shards{args.shards}" if args.shards > 1 else ""
+    suffix += "-split" if args.split_cores else ""
     if args.kueue == "real":
         suffix += "-kueue-multikueue" if args.dispatcher == "kueue" else "-kueue-core"
     out: Path = args.out or RESULTS / f"{args.mode}-w{args.workers}-n{args.objects}{suffix}.json"
@@ -823,11 +842,15 @@ def main(argv: list[str] | None = None) -> int:
     out = _out_path(args)
     clusters = ("manager", *(f"worker{i + 1}" for i in range(args.workers)))
     users = [audit.user(NAMESPACE, a) for a in (DISPATCHER_ACCOUNT, KUEUE_ACCOUNT)]
+    if args.split_cores:
+        cores.load_here()  # before the bed starts: its servers are moved off this core once up
     with (
         tempfile.TemporaryDirectory(prefix="multikueue-bench-") as policy_dir,
         TestBed(clusters=clusters, apiserver_args=audit.apiserver_args(Path(policy_dir), users)) as bed,
     ):
         crds.install_on_bed(bed, [c for c in crds.all_crds() if c["spec"]["group"] in ("kueue.x-k8s.io", "tekton.dev")])
+        if args.split_cores:
+            cores.servers_apart(bed)
         assert bed.workdir is not None
         try:
             result = anyio.run(main_async, args, bed, bed.workdir)
