@@ -18,6 +18,7 @@ def row_label(r: dict[str, Any]) -> str:
         return "Kueue's own MultiKueue"
     text = str(r["mode"]) + (" +faults" if r.get("faults") else "") + (" backlog" if r.get("backlog") else "")
     text += f" {r['shards']} shards" if r.get("shards", 1) > 1 else ""
+    text += " (cores split)" if r.get("split_cores") else ""
     return text + (" (real Kueue)" if r.get("kueue") == "real" else "")
 
 
@@ -43,7 +44,8 @@ def load(kind: str = "run") -> list[dict[str, Any]]:
     """The results of one kind: ``run`` (python -m bench.run) or ``ceiling`` (python -m bench.ceiling)."""
     key = {"run": "dispatch_throughput_per_s", "ceiling": "ceiling_objects_per_s"}[kind]
     results = [r for p in sorted(RESULTS.glob("*.json")) if key in (r := json.loads(p.read_text()))]
-    return sorted(results, key=lambda r: (str(r["mode"]), r["workers"], r["objects"], str(r.get("backlog"))))
+    return sorted(results, key=lambda r: (str(r["mode"]), r["workers"], r["objects"], str(r.get("backlog")),
+                                          bool(r.get("split_cores"))))  # fmt: skip
 
 
 def ceilings(results: list[dict[str, Any]]) -> str:
@@ -51,7 +53,8 @@ def ceilings(results: list[dict[str, Any]]) -> str:
             "|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in results:
         replay = r["replay"]
-        rows.append(f"| {r['mode']}{' backlog' if r['backlog'] else ''} | {r['workers']} | {r['objects']} "
+        label = r["mode"] + (" backlog" if r["backlog"] else "") + (" (cores split)" if r.get("split_cores") else "")
+        rows.append(f"| {label} | {r['workers']} | {r['objects']} "
                     f"| {r['ceiling_objects_per_s']:.1f} ({replay['requests_per_s']:.0f}) "
                     f"| {r['dispatcher_objects_per_s']:.1f} | {r['fraction_of_ceiling']:.2f} "
                     f"| {r['requests_per_object_replayed']:.2f} |")  # fmt: skip
