@@ -48,7 +48,7 @@ e2e: $(VENV)/.installed binaries
 # The interop profile (e2e/interop, #9): real Kueue, Tekton, kwok, kube-controller-manager and kube-scheduler, built
 # from their Go modules (cached; ~20 min cold) and run on a bed of their own.
 interop: $(VENV)/.installed binaries
-	@echo "==> interop components: Kueue, kwok, Tekton, tekton-kueue, JobSet, controller-manager, scheduler (built once from their Go modules; ~20 min cold)"
+	@echo "==> interop components: Kueue, kwok, Tekton, tekton-kueue, JobSet, controller-manager, scheduler (built once from their Go modules; ~10 min cold)"
 	$(BIN)/python -c "from multikueue.testing.interop import build_components; build_components(print)"
 	@echo "==> interop: real Kueue on every cluster, Tekton on the workers, pods run by kwok"
 	$(BIN)/pytest e2e/interop -o timeout=1800 --durations=5

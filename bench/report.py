@@ -53,8 +53,7 @@ def ceilings(results: list[dict[str, Any]]) -> str:
             "|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in results:
         replay = r["replay"]
-        label = r["mode"] + (" backlog" if r["backlog"] else "") + (" (cores split)" if r.get("split_cores") else "")
-        rows.append(f"| {label} | {r['workers']} | {r['objects']} "
+        rows.append(f"| {row_label(r)} | {r['workers']} | {r['objects']} "
                     f"| {r['ceiling_objects_per_s']:.1f} ({replay['requests_per_s']:.0f}) "
                     f"| {r['dispatcher_objects_per_s']:.1f} | {r['fraction_of_ceiling']:.2f} "
                     f"| {r['requests_per_object_replayed']:.2f} |")  # fmt: skip

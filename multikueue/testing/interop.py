@@ -474,11 +474,10 @@ def start_tekton_kueue_controller(runtime: ClusterRuntime, binary: Path) -> proc
     return runtime.processes[-1]
 
 
-def build_components(progress: Progress = _quiet) -> list[Path]:
+def build_components(progress: Progress = _quiet) -> None:
     """Every program the interop profile runs, built once (or found in the cache): Kueue, kwok, Tekton's controller,
     tekton-kueue, JobSet's controller, and kube-controller-manager and kube-scheduler. Called before the profile's
-    pytest run, so a cold build (~20 min) prints its progress where CI's log shows it, outside pytest's capture."""
-    programs = [build(progress) for build in (kueue_binary, kwok_binary, tekton_binary, tekton_kueue_binary)]
-    programs.append(jobset_binary(progress))
-    binaries = find_binaries(extra=("kube-controller-manager", "kube-scheduler"), progress=progress)
-    return [*programs, binaries.path("kube-controller-manager"), binaries.path("kube-scheduler")]
+    pytest run, so a cold build (~10 min) prints its progress where CI's log shows it, outside pytest's capture."""
+    for build in (kueue_binary, kwok_binary, tekton_binary, tekton_kueue_binary, jobset_binary):
+        build(progress)
+    find_binaries(extra=("kube-controller-manager", "kube-scheduler"), progress=progress)
