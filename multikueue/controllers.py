@@ -153,7 +153,7 @@ class Controllers:
         self._runner: web.AppRunner | None = None
         self.standby = False  # waiting for the leader lease: healthy and ready, reconciling nothing
         # Last (connected, kinds served) per worker: Workloads are re-examined only when that changes.
-        self._was_connected: dict[str, tuple[bool, frozenset[GroupVersionKind]]] = {}
+        self._was_connected: dict[str, tuple[bool, frozenset[GroupVersionKind], bool]] = {}
         self.started = anyio.Event()
         self.cluster_reconciler: ClusterReconciler | None = None
         self.workload_reconciler: WorkloadReconciler | None = None
@@ -554,7 +554,9 @@ class Controllers:
         self.cluster_controller.enqueue(name)  # every failed retry updates the condition's attempt count
         connections = self.cluster_reconciler.connections if self.cluster_reconciler else {}
         connection = connections.get(name)
-        state = (connection.connected, frozenset(connection.resources)) if connection else (False, frozenset())
+        settled = self.cluster_reconciler.settled(name) if self.cluster_reconciler else True
+        state = (connection.connected if connection else False, frozenset(connection.resources if connection else ()),
+                 settled)  # fmt: skip
         if self._was_connected.get(name) == state:
             return
         self._was_connected[name] = state

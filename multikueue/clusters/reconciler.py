@@ -94,7 +94,11 @@ class ClusterReconciler:
         try:
             return await self._reconcile(name)
         finally:
-            self.tried.add(name)
+            if name not in self.tried:
+                self.tried.add(name)
+                # Its first attempt has ended, connected or not: the runs that waited to know whether it holds them
+                # (a replica that took over) are looked at again.
+                self.on_connection_change(name)
 
     async def _reconcile(self, name: str) -> Result:
         cluster = self.clusters.get(ObjectKey("", name))

@@ -10,8 +10,9 @@ of Kueue's ``reconcileGroup``:
    finished (``FinishedOnWorker``);
 3. a worker evicted it (``KeepEvicted`` while the manager's is evicted too, else ``ResetEvicted``);
 4. a copy whose spec no longer matches (``CarryPriority`` or ``ReplaceCopy``);
-5. the first worker to admit it wins (``RunOnWinner``); the admitting worker gone or lost for longer than
-   ``workerLostTimeout`` resets the check (``RetryAdmission``), lost for less waits (``Wait``);
+5. the first worker to admit it wins (``RunOnWinner``: recorded on the Workload before anything is created there);
+   the admitting worker gone or lost for longer than ``workerLostTimeout`` resets the check (``RetryAdmission``),
+   lost for less is waited for, and the check's message says so (``AwaitLostWorker``);
 6. otherwise workers are nominated (AllAtOnce, Incremental, or an external dispatcher's) and the Workload copied
    to them (``Nominate``).
 """
@@ -127,6 +128,21 @@ class RetryAdmission:
 
 
 @dataclass(frozen=True)
+class AwaitLostWorker:
+    """The recorded worker is unreachable: it may hold the run (created, or a create whose answer was lost), so
+    nothing goes elsewhere before ``workerLostTimeout``; the check's message tells the user why the run waits."""
+
+    cluster: str
+    requeue_after: float
+    lost_timeout: float
+
+    @property
+    def message(self) -> str:
+        return (f'The workload was admitted on "{self.cluster}", which is unreachable: it is waited for up to '
+                f"workerLostTimeout ({self.lost_timeout:g}s) before the workload is re-admitted elsewhere")  # fmt: skip
+
+
+@dataclass(frozen=True)
 class RunOnWinner:
     winner: str
     losers: tuple[str, ...]  # connected workers holding a copy that lost the race
@@ -146,7 +162,7 @@ class Nominate:
 
 Step = (
     Wait | RemoveEverywhere | ResetOutOfSync | FinishedOnWorker | KeepEvicted | ResetEvicted | CarryPriority
-    | ReplaceCopy | RetryAdmission | RunOnWinner | Nominate
+    | ReplaceCopy | RetryAdmission | AwaitLostWorker | RunOnWinner | Nominate
 )  # fmt: skip
 
 
@@ -210,7 +226,10 @@ def _winner(group: Group) -> Step | None:
     if admitting in group.unavailable:
         since = group.lost_since.get(admitting)
         left = group.lost_timeout - (group.now - since if since is not None else 0.0)
-        return Wait(left) if left > 0 else RetryAdmission("Admitting remote lost")
+        if left <= 0:
+            return RetryAdmission("Admitting remote lost")
+        # A replica that took over and has not tried that worker yet has nothing to tell.
+        return Wait(left) if admitting in group.settling else AwaitLostWorker(admitting, left, group.lost_timeout)
     if not admitting:
         return RetryAdmission(UNEXPECTED_READY)
     return RetryAdmission("Admitting remote no longer exists")
@@ -224,8 +243,8 @@ def _the_winner(group: Group) -> str | None:
     if recorded:
         copy = group.worker_copies.get(recorded)
         return recorded if copy is not None and wl.is_true(copy, wl.ADMITTED) else None
-    # The object is created on the winner before the winner is recorded (Kueue's order): a replica that took over
-    # in between finds it there, and that worker is the winner, not an earlier admission elsewhere.
+    # The winner is recorded before its object is created, but a replica of an earlier version (which created
+    # first, as Kueue does) may have left an object unrecorded: the worker that holds it is the winner.
     admitted = _admitted(group)
     holding = {c: w for c, w in admitted.items() if group.holding.get(c)}
     found = wl.earliest_true(holding or admitted, wl.ADMITTED)

@@ -51,6 +51,7 @@ DirectKey = tuple[GroupVersionKind, ObjectKey]
 CONDITION = "MultiKueuePlacement"
 PLACED, FINISHED, FAILED = "Placed", "Finished", "Failed"
 NO_WORKER_FITS = "NoWorkerFits"
+UNREACHABLE = "WorkerUnreachable"
 
 
 def notes_of(obj: Object) -> dict[str, str]:
@@ -207,6 +208,8 @@ class DirectReconciler:
 
     async def _sync(self, gvk: GroupVersionKind, obj: Object, adapter: GenericAdapter, worker: Worker) -> Result:
         okey = ObjectKey.of(obj)
+        if (placement_record(obj) or {}).get("reason") == UNREACHABLE:
+            obj = await self._tell(gvk, obj, "True", PLACED, f"worker {worker.name} is reachable again")
         worker.objects(gvk)  # KindNotServed, with the reason, before anything else
         worker_obj = worker.copy(gvk, okey)
         if worker_obj is None:
@@ -281,6 +284,12 @@ class DirectReconciler:
         elapsed = time.monotonic() - (lost_since if lost_since is not None else time.monotonic())
         timeout = self.config.multi_kueue.worker_lost_timeout
         if elapsed < timeout:
+            # The copy may be there (made, or a create whose answer was lost): the run waits for that worker.
+            then = "placed again elsewhere" if adapter.options.placement.lost_worker_policy == "AtLeastOnce" else (
+                "marked Failed (AtMostOnce)")  # fmt: skip
+            message = (f"worker {worker} is unreachable: the run is waited for up to workerLostTimeout "
+                       f"({timeout:g}s), then {then}")  # fmt: skip
+            await self._tell(gvk, obj, "Unknown", UNREACHABLE, message, event_type="Warning")
             return Result(requeue_after=timeout - elapsed)
         if adapter.options.placement.lost_worker_policy == "AtMostOnce":
             message = (f"worker {worker} unreachable for more than {timeout:g}s; AtMostOnce: the run may have "
@@ -397,20 +406,21 @@ class DirectReconciler:
 
     async def _tell(
         self, gvk: GroupVersionKind, obj: Object, status: str, reason: str, message: str, *, event_type: str = "Normal"
-    ) -> None:
+    ) -> Object:
         """The placement record on the manager object (the ``MultiKueuePlacement`` condition, or an annotation where
         the kind cannot hold it) and an Event, only when the decision changed: a waiting object looked at again
-        says nothing new."""
+        says nothing new. Returns the object as written."""
         condition = {"type": CONDITION, "status": status, "reason": reason, "message": message[:32768]}
         recorded = placement_record(obj)
         if same_state(recorded, condition):
-            return
+            return obj
         if gvk not in self.no_conditions:
             obj = await self._record_condition(gvk, obj, condition)
         if gvk in self.no_conditions:
             stamped = set_condition([recorded] if recorded else [], condition)[0]
             obj = await self._annotate(gvk, obj, {PLACEMENT_RECORD: json.dumps(stamped, sort_keys=True)})
         await self._event(gvk, obj, event_type, reason, message)
+        return obj
 
     async def _record_condition(self, gvk: GroupVersionKind, obj: Object, condition: Condition) -> Object:
         """Write the condition; if the answer lacks it (pruned by the kind's schema), remember the kind."""

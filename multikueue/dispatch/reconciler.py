@@ -27,7 +27,7 @@ from multikueue.kube import events
 from multikueue.kube.client import ApiClient
 from multikueue.kube.conditions import now_rfc3339, set_condition
 from multikueue.kube.discovery import KindUnavailable, discover_resource
-from multikueue.kube.errors import ApiError, Conflict, Refused, summary
+from multikueue.kube.errors import Conflict, Refused, summary
 from multikueue.kube.resources import WORKLOADS, Objects, Resource
 from multikueue.labels import prebuilt_workload_of
 from multikueue.metrics import Metrics
@@ -252,7 +252,8 @@ class WorkloadReconciler:
             case decision.FinishedOnWorker():
                 return await self._finished_on_worker(step, work)
             case decision.KeepEvicted(cluster=cluster):
-                await self._sync_job(work.connected[cluster], work.adapter, work.job, work.workload)
+                # Mirrored only: nothing is started for a run being evicted.
+                await self._sync_job(work.connected[cluster], work.adapter, work.job, work.workload, create=False)
                 return Result()
             case decision.ResetEvicted():
                 # Kueue writes this one directly rather than through updateACS, hence ". Previously".
@@ -265,6 +266,11 @@ class WorkloadReconciler:
             case decision.RetryAdmission(message=message):
                 await self._set_check(work.workload, work.check, wl.RETRY, message)
                 return Result()
+            case decision.AwaitLostWorker(requeue_after=after):
+                if await self._set_check_message(work.workload, work.check, step.message):
+                    await self._event(work.workload, "Warning", step.message)
+                    await self._object_event(work.adapter, work.job, "Warning", step.message, reason="WorkerLost")
+                return Result(requeue_after=after)
             case decision.RunOnWinner():
                 return await self._run_on_winner(step, work)
             case decision.Nominate():
@@ -295,8 +301,8 @@ class WorkloadReconciler:
             await self._remove_from_worker(cluster, work.adapter, work.job_key, work.key)
 
     async def _run_on_winner(self, step: decision.RunOnWinner, work: _Pass) -> Result:
-        """The losers' copies go; the winner runs the object (created there, kept in step, its status mirrored)
-        and is recorded; the kind's own ``finished`` predicate, when configured, ends the run."""
+        """The losers' copies go; the winner is recorded, then runs the object (created there, kept in step, its
+        status mirrored); the kind's own ``finished`` predicate, when configured, ends the run."""
         winner, workload = step.winner, work.workload
         removals = await self.writes.each(work.key, {
             c: functools.partial(self._remove_from_worker, c, work.adapter, work.job_key, work.key) for c in step.losers
@@ -305,20 +311,42 @@ class WorkloadReconciler:
             await self._deactivate_worker_copy(work.connected[winner], work.present[winner], workload)
             _raise_first(removals)
             return Result()
+        if work.state.get("state") not in (wl.RETRY, wl.REJECTED):
+            # Decide, record, create: once the winner is on the Workload, a create whose answer is lost or a replica
+            # that takes over finds it there and waits for that worker (workerLostTimeout), never sending the run
+            # elsewhere while it may already be there.
+            workload = await self._set_admitted(workload, work.check, work.state, winner)
+        state = wl.check_state(workload, work.check) or {}
+        # Created only where recorded, and not while the check is reset (Kueue is about to evict).
+        ready = state.get("state") == wl.READY and (workload.get("status") or {}).get("clusterName") == winner
         try:
-            worker_obj, in_sync = await self._sync_job(work.connected[winner], work.adapter, work.job, workload)
-        except WorkerWriteFailed as e:
+            worker_obj, in_sync = await self._sync_job(work.connected[winner], work.adapter, work.job, workload,
+                                                       create=ready)  # fmt: skip
+        except (WorkerWriteFailed, copies.OwnershipConflict) as e:
+            if ready and _refused_create(e):
+                await self._refused_on_winner(workload, work, winner, e)
+                return Result()
             await self._report(workload, work.check, work.adapter, work.job, {winner: e})
             raise
         _raise_first(removals)
         # Only once the final status is on the manager object, so nothing is lost.
         done = work.adapter.finished(worker_obj) if worker_obj is not None and in_sync else None
-        if done is not None and work.state.get("state") == wl.READY:
+        if done is not None and state.get("state") == wl.READY:
             await self._finish(workload, *done)
             return Result()
-        if work.state.get("state") not in (wl.RETRY, wl.REJECTED):
-            await self._set_admitted(workload, work.check, work.state, winner)
+        if state.get("state") == wl.READY and state.get("message") != admitted_message(winner):
+            await self._set_check_message(workload, work.check, admitted_message(winner))  # a problem there is over
         return Result(requeue_after=self.config.multi_kueue.worker_lost_timeout)
+
+    async def _refused_on_winner(self, workload: Object, work: _Pass, winner: str, error: Exception) -> None:
+        """The recorded winner refuses the run's object for certain (the create was answered, with a refusal, or a
+        same-named object there is not this manager's): the check is reset for re-admission with the reason, told
+        on the Workload and on the object."""
+        message = f"{DISPATCH_PROBLEM}{error}; resetting for re-admission"  # each names the worker and the object
+        log.warning("winner refused the object", cluster=winner, workload=str(work.key), error=str(error))
+        await self._set_check(workload, work.check, wl.RETRY, message)
+        await self._event(workload, "Warning", message)
+        await self._object_event(work.adapter, work.job, "Warning", message, reason="DispatchFailed")
 
     async def _nominate(self, step: decision.Nominate, work: _Pass) -> Result:
         """Write the nominations, copy the Workload to the nominated workers, remove it from the others."""
@@ -381,7 +409,7 @@ class WorkloadReconciler:
             await worker.workload_objects().create(wl.clone_for_create(workload, self.origin), key.namespace)
         except Conflict:
             pass  # already there: a previous pass created it
-        except (ApiError, TimeoutError, OSError) as e:
+        except copies.WRITE_FAILURES as e:
             raise WorkerWriteFailed(cluster, "create", "Workload", key.namespace, key.name, e) from None
         else:
             if self.metrics is not None:
@@ -652,11 +680,12 @@ class WorkloadReconciler:
         await self._patch_workload_status(workload, {"admissionChecks": _with_check(workload, entry)})
         return True
 
-    async def _set_admitted(self, workload: Object, check_name: str, state: Object, cluster: str) -> None:
+    async def _set_admitted(self, workload: Object, check_name: str, state: Object, cluster: str) -> Object:
+        """Record the winner: the check ``Ready``, ``status.clusterName``, nominations cleared (as Kueue's
+        ``syncAdmittingRemoteState``). Returns the Workload as written (unchanged when already recorded)."""
         status = workload.get("status") or {}
-        message = f'The workload was admitted on "{cluster}"'
-        if state.get("state") == wl.READY and state.get("message") == message and status.get("clusterName") == cluster:
-            return
+        if state.get("state") == wl.READY and status.get("clusterName") == cluster:
+            return workload
         if status.get("clusterName") not in (None, "", cluster):
             raise RuntimeError(f"clusterName is already {status['clusterName']!r}, cannot record {cluster!r}")
         if not status.get("clusterName") and cluster not in (status.get("nominatedClusterNames") or []):
@@ -664,8 +693,9 @@ class WorkloadReconciler:
             # outside them (a replica that took over nominated before that worker was connected again): nominate
             # the winner alone first, as Kueue does for a worker its component Workloads already run on.
             workload = await self._patch_workload_status(workload, {"nominatedClusterNames": [cluster]})
+        message = admitted_message(cluster)
         entry = {"name": check_name, "state": wl.READY, "message": message, "lastTransitionTime": now_rfc3339()}
-        await self._patch_workload_status(
+        workload = await self._patch_workload_status(
             workload,
             {"admissionChecks": _with_check(workload, entry), "clusterName": cluster, "nominatedClusterNames": None},
         )
@@ -673,6 +703,7 @@ class WorkloadReconciler:
         log.info("workload admitted on worker", workload=str(ObjectKey.of(workload)), cluster=cluster)
         if self.metrics is not None and state.get("state") != wl.READY:
             self.metrics.workloads_admitted.labels(_cluster_queue(workload), cluster).inc()
+        return workload
 
     async def _finish(self, workload: Object, reason: str, message: str) -> None:
         condition = {"type": wl.FINISHED, "status": "True", "reason": reason or "Finished",
@@ -711,6 +742,20 @@ class WorkloadReconciler:
         obj = {**workload, "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload"}
         await events.record(self.api, obj, type_=type_, reason=EVENT_REASON, message=message,
                             component=self.controller_name)  # fmt: skip
+
+
+def admitted_message(cluster: str) -> str:
+    """The check's message while the run is on its worker, as Kueue writes it."""
+    return f'The workload was admitted on "{cluster}"'
+
+
+def _refused_create(error: Exception) -> bool:
+    """The worker answered the create with a refusal, or holds a same-named object that is not this manager's: the
+    run is certainly not there. Any other failure (no answer, a connection lost after sending, a server error)
+    leaves the outcome unknown, which is never taken as "not done"."""
+    if isinstance(error, copies.OwnershipConflict):
+        return True
+    return isinstance(error, WorkerWriteFailed) and error.refused and error.action == "create"
 
 
 def _with_check(workload: Object, entry: Object) -> list[Object]:

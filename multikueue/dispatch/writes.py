@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import anyio
 import anyio.abc
 
-from multikueue.kube.errors import Refused, describe, status_of
+from multikueue.kube.errors import Refused, describe, outcome_unknown, status_of
 
 Write = Callable[[], Awaitable[None]]
 
@@ -105,8 +105,10 @@ class WorkerWriteFailed(Exception):
     fields (``cluster``, ``kind``, ``namespace``, ``name``, ``code``) for the controller's log line."""
 
     def __init__(self, worker: str, action: str, kind: str, namespace: str, name: str, error: BaseException) -> None:
-        super().__init__(f'worker "{worker}": cannot {action} {kind} {namespace}/{name}: {describe(error)}')
+        unknown = " (no answer: it may have been done)" if outcome_unknown(error) else ""
+        super().__init__(f'worker "{worker}": cannot {action} {kind} {namespace}/{name}: {describe(error)}{unknown}')
         self.worker = worker
+        self.action = action
         self.error = error
         self.refused = isinstance(error, Refused)  # the worker will not take this write as it is
         self.code = status_of(error)

@@ -34,6 +34,10 @@ of its own (client-go multiplexes one HTTP/2 connection); each costs a handshake
 loop (not uvloop's), a resident 256 KiB read buffer. Fewer trade dispatch latency for memory (measured in
 bench/results/README.md)."""
 
+NO_ANSWER: tuple[type[Exception], ...] = (aiohttp.ClientError, TimeoutError, OSError)
+"""How a request fails when no answer comes back (refused connection, timeout, connection lost midway): what was
+sent may or may not have been carried out (``kube.errors.outcome_unknown``)."""
+
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
@@ -146,7 +150,7 @@ class ApiClient:
             data, headers["Content-Type"] = json.dumps(body, separators=(",", ":")).encode(), content_type
         try:
             response = await self._request(method, path, query, data, headers, timeout)
-        except (aiohttp.ClientError, TimeoutError, OSError):
+        except NO_ANSWER:
             if self.on_error is not None:
                 self.on_error("connection")
             raise

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "ApiError", "BadRequest", "Busy", "Conflict", "Forbidden", "Gone", "Invalid", "KubeconfigError", "NotFound",
-    "Refused", "Summary", "Unauthorized", "describe", "refused", "status_of", "summary",
+    "Refused", "Summary", "Unauthorized", "describe", "outcome_unknown", "refused", "status_of", "summary",
 ]  # fmt: skip
 
 
@@ -118,6 +118,15 @@ def describe(error: BaseException) -> str:
         return str(summary(error))
     text = str(error)
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
+
+
+def outcome_unknown(error: BaseException) -> bool:
+    """Whether a failed write may still have been carried out: no answer came (a timeout, a connection lost after
+    the request went out) or the server failed midway (a 5xx other than 503, which is sent before any work). Such a
+    write is never taken as not done: what it wrote is read back before anything depends on it."""
+    if isinstance(error, ApiError):
+        return error.status >= 500 and error.status != 503
+    return True
 
 
 def status_of(error: BaseException) -> int | None:

@@ -279,10 +279,13 @@ class TestBed:
                 raise TestBedError(f"{name}'s kube-apiserver (PID {process.pid}) did not stop within 5 s of SIGSTOP")
             time.sleep(0.01)
 
-    def resume_apiserver(self, name: str) -> None:
+    def resume_apiserver(self, name: str, *, wait: bool = False) -> None:
+        """SIGCONT (harmless on a server that was not paused); with ``wait``, until it serves again."""
         process = self.cluster(name).process
         assert process
         process.signal(signal.SIGCONT)
+        if wait:
+            self._wait_ready([self.cluster(name)])
 
     def compact_etcd(self) -> int:
         """Compact etcd's history up to the current revision (what kube-apiserver does every 5 minutes).

@@ -210,7 +210,7 @@ async def test_adopt_refuses_a_copy_made_for_another_object_and_says_so_on_the_m
     )
     untouched = await s.get(s.runs("worker1"), "not-ours")
     assert "kueue.x-k8s.io/multikueue-origin" not in (untouched["metadata"].get("labels") or {})
-    await s.check_state(wl_name, state="Pending")
+    await s.check_state(wl_name, state="Retry", message="Cannot dispatch: PipelineRun")
 
 
 async def test_a_workers_pending_reason_and_warnings_appear_on_the_manager_object_once(scenario: Scenario) -> None:

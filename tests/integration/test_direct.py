@@ -209,13 +209,17 @@ async def test_spill_over_goes_to_the_dear_tier_only_when_the_cheap_one_is_full(
     assert await placed(s, "third") == s.names["worker2"], "the cheap tier has room again"
 
 
-async def _lose_the_placed_worker(s: Scenario, name: str) -> str:
+async def _lose_the_placed_worker(s: Scenario, name: str, *, pause: bool = False) -> str:
+    """``name`` placed on worker1, then worker1's API server killed (or, with ``pause``, stopped: SIGSTOP)."""
     await s.label("worker1", only="yes")
     await submit(s, name, **{"multikueue.x-k8s.io/worker-selector": "only=yes"})
     assert await placed(s, name) == s.names["worker1"]
     await s.wait(s.runs("worker1"), name, lambda r: r is not None, "copy on worker1")
     await s.label("worker2", only="yes")  # worker2 can take it now, if the policy allows
-    s.bed.stop_apiserver("worker1", kill=True)
+    if pause:
+        await anyio.to_thread.run_sync(s.bed.pause_apiserver, "worker1")
+    else:
+        s.bed.stop_apiserver("worker1", kill=True)
     return name
 
 
@@ -230,10 +234,55 @@ async def test_at_least_once_dispatches_again_elsewhere_and_removes_the_stale_co
         await s.wait(s.runs("worker2"), "again", lambda r: r is not None, "copy on worker2")
         run = await s.get(s.runs("manager"), "again")
         assert s.names["worker1"] in json.loads(notes(run)[AVOID])
+        # While it was waited for, the object said so.
+        unreachable = f"worker {s.names['worker1']} is unreachable: the run is waited for up to workerLostTimeout"
+        await eventually(
+            lambda: s.events("again"),
+            until=lambda e: any(x.reason == "WorkerUnreachable" and x.message.startswith(unreachable) for x in e),
+            what="a WorkerUnreachable Event",
+        )
     finally:
         s.bed.start_apiserver("worker1")
     await s.wait(s.runs("worker1"), "again", lambda r: r is None, "the stale copy removed", timeout=90)
     assert await names_on(s, "worker2") == ["again"]
+
+
+PAUSED_WORKER = direct(lost_timeout="10m") + "  workerClient: {timeout: 3s, probeInterval: 1s}\n"
+
+
+@pytest.mark.parametrize("multikueue_config", [PAUSED_WORKER])
+async def test_a_run_whose_worker_stops_answering_waits_for_it_and_says_so(scenario: Scenario) -> None:
+    """Within workerLostTimeout a placed run stays where it is, even when another worker could take it (#27)."""
+    s = scenario
+    await _lose_the_placed_worker(s, "paused", pause=True)
+    try:
+        waiting = await s.wait(
+            s.runs("manager"),
+            "paused",
+            lambda r: (placement_condition(r) or {}).get("reason") == "WorkerUnreachable",
+            "the object saying it waits for worker1",
+        )
+        condition = placement_condition(waiting)
+        assert condition["status"] == "Unknown"
+        assert condition["message"] == (
+            f"worker {s.names['worker1']} is unreachable: the run is waited for up to workerLostTimeout (600s), "
+            "then placed again elsewhere"
+        )
+        assert notes(waiting)[WORKER] == s.names["worker1"]
+        assert await names_on(s, "worker2") == []
+    finally:
+        await anyio.to_thread.run_sync(lambda: s.bed.resume_apiserver("worker1", wait=True))
+    back = await s.wait(
+        s.runs("manager"),
+        "paused",
+        lambda r: (placement_condition(r) or {}).get("reason") == "Placed",
+        "placed again on worker1's return",
+        timeout=90,
+    )
+    assert placement_condition(back)["message"] == f"worker {s.names['worker1']} is reachable again"
+    await succeed(s, "worker1", "paused")
+    await s.wait(s.runs("manager"), "paused", lambda r: notes(r).get(PHASE) == "Finished", "finished on worker1")
+    assert await names_on(s, "worker2") == []
 
 
 @pytest.mark.parametrize("multikueue_config", [direct("{lostWorkerPolicy: AtMostOnce}")])

@@ -205,9 +205,19 @@ async def test_a_same_named_object_not_from_this_manager_is_left_untouched_and_r
     untouched = await s.get(s.runs("worker2"), "taken")
     assert untouched["metadata"]["labels"] == {"team": "worker-local"}
     assert "managedBy" not in untouched["spec"]
+    # The winner was recorded before the create; a create that certainly did not happen there resets the check for
+    # re-admission, with the reason.
+    refused = f"Cannot dispatch: PipelineRun {s.namespace}/taken on worker {s.names['worker2']} was not created"
+    await s.check_state(wl_name, state="Retry", message=refused)
     manager_wl = await s.get(s.workloads("manager"), wl_name)
     state = next(c for c in manager_wl["status"]["admissionChecks"] if c["name"] == s.names["check"])
-    assert state["state"] == "Pending", "never Ready on a worker where the run cannot be created"
+    assert state["message"].endswith('; resetting for re-admission, Previously: "Ready"'), state["message"]
+    on_run = await eventually(
+        lambda: s.events("taken"),
+        until=lambda events: any(e.reason == "DispatchFailed" for e in events),
+        what="a DispatchFailed Warning on the PipelineRun",
+    )
+    assert [e.message for e in on_run if e.reason == "DispatchFailed"] == [state["message"].split(", Previously")[0]]
 
 
 async def test_a_briefly_lost_worker_does_not_evict(scenario: Scenario) -> None:

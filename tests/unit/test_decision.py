@@ -250,7 +250,7 @@ CASES: list[tuple[str, d.Group, d.Step]] = [
     (
         "a replica that took over sees only another worker's admitted copy: no second winner",
         group(workload(RESERVED, state="Ready", cluster="w1"), {"w2": copy_(cond("Admitted"))}, connected=("w2",)),
-        d.Wait(900.0),
+        d.AwaitLostWorker("w1", 900.0, 900.0),
     ),
     (
         "admitted, evicted on the manager: deactivated there",
@@ -263,7 +263,23 @@ CASES: list[tuple[str, d.Group, d.Step]] = [
     (
         "Ready, the admitting worker lost for less than the timeout",
         group(workload(RESERVED, state="Ready", cluster="w2"), connected=("w1",), lost_since={"w2": 900.0}),
-        d.Wait(800.0),
+        d.AwaitLostWorker("w2", 800.0, 900.0),
+    ),
+    (
+        "Ready, the admitting worker not tried yet by a replica that took over: waited for, nothing told yet",
+        group(workload(RESERVED, state="Ready", cluster="w2"), connected=("w1",), settling=("w2",)),
+        d.Wait(900.0),
+    ),
+    (
+        # The run's object may be there (created, or a create whose answer was lost): never nominated elsewhere.
+        "Ready, the admitting worker lost, another worker admitted a copy left from the race: nothing moves",
+        group(
+            workload(RESERVED, state="Ready", cluster="w1"),
+            {"w2": copy_(cond("Admitted"))},
+            connected=("w2",),
+            lost_since={"w1": 990.0},
+        ),
+        d.AwaitLostWorker("w1", 890.0, 900.0),
     ),
     (
         "Ready, the admitting worker lost for longer",
@@ -273,7 +289,7 @@ CASES: list[tuple[str, d.Group, d.Step]] = [
     (
         "Ready, the admitting worker never seen since start: the full timeout",
         group(workload(RESERVED, state="Ready", cluster="w2"), connected=("w1",)),
-        d.Wait(900.0),
+        d.AwaitLostWorker("w2", 900.0, 900.0),
     ),
     (
         "Ready, the admitting copy gone",
@@ -370,3 +386,12 @@ def test_the_incremental_dispatcher_adds_step_size_workers_each_round(
 
 def test_all_at_once_is_the_default() -> None:
     assert group(workload(RESERVED)).dispatcher == DISPATCHER_ALL_AT_ONCE
+
+
+def test_a_lost_admitting_worker_is_told_on_the_check() -> None:
+    step = d.decide(group(workload(RESERVED, state="Ready", cluster="w2"), connected=("w1",), lost_since={"w2": 990.0}))
+    assert isinstance(step, d.AwaitLostWorker)
+    assert step.message == (
+        'The workload was admitted on "w2", which is unreachable: it is waited for up to workerLostTimeout (900s) '
+        "before the workload is re-admitted elsewhere"
+    )
