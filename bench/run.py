@@ -2,6 +2,7 @@
 
     python -m bench.run --mode kueue --workers 3 --objects 1000          # one run, JSON to bench/results/
     python -m bench.run --mode direct --workers 3 --objects 1000 --faults
+    python -m bench.run --mode kueue --workers 3 --objects 3000 --race --rate 5 --fault-interval 20   # the fault soak
 
 The dispatcher runs as its own process with the shipped defaults (config/manager/config.yaml; direct mode adds
 only ``mode: Direct`` and Tekton's finished predicate). The benchmark plays the parts that do not run here, at
@@ -43,9 +44,10 @@ from kubernetes_asyncio import client as k8s_client
 
 from bench import audit, cores, proc, runtime
 from bench.dispatcher import Dispatcher, Shards
+from bench.faults import Faults
 from bench.kueue import MULTIKUEUE_CONTROLLER, RealKueue
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
-from multikueue.kube.errors import Conflict
+from multikueue.kube.errors import Conflict, NotFound
 from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects, Resource
 from multikueue.labels import ORIGIN_LABEL, PLACEMENT_PHASE
 from multikueue.runtime.informer import DELETED, Informer
@@ -120,6 +122,7 @@ class Run:
         self.on_worker: dict[str, tuple[str, float]] = {}  # run name -> (worker, first seen there)
         self.finished: dict[str, float] = {}
         self.copies_created: dict[str, int] = {}  # run name -> times an object was created on a worker
+        self.workers_of: dict[str, set[str]] = {}  # run name -> every worker its object was seen on
         self.status_sent: dict[str, float] = {}  # status marker -> when written on the worker
         self.status_lag: list[float] = []
         self.superseded = 0
@@ -133,6 +136,7 @@ class Run:
             name = obj["metadata"]["name"]
             if kind == "ADDED":
                 self.copies_created[name] = self.copies_created.get(name, 0) + 1
+                self.workers_of.setdefault(name, set()).add(worker)
                 self.on_worker.setdefault(name, (worker, time.monotonic()))
 
         return seen
@@ -165,22 +169,27 @@ class Run:
             self.finished.setdefault(name, time.monotonic())
 
     def worker_workloads(self, worker: str, index: int, tg: Any) -> Callable[[str, Object], None]:
-        """Kueue on a worker: admit the copies assigned to this worker (spread evenly by name)."""
+        """Kueue on a worker: admit the copies assigned to this worker (spread evenly by name); with ``--race``,
+        every copy it receives, after a random delay of up to a second (the first admission wins, as with
+        Kueue's AllAtOnce dispatching)."""
 
         def seen(kind: str, obj: Object) -> None:
             name = obj["metadata"]["name"]
             conditions = {c["type"] for c in (obj.get("status") or {}).get("conditions") or []}
-            if (
-                kind == "ADDED"
-                and "Admitted" not in conditions
-                and int(name.rsplit("-", 1)[1]) % len(self.workers) == index
-            ):
+            mine = self.args.race or int(name.rsplit("-", 1)[1]) % len(self.workers) == index
+            if kind == "ADDED" and "Admitted" not in conditions and mine:
                 self.copied.setdefault(name.removeprefix("pipelinerun-"), time.monotonic())
-                tg.start_soon(self._retry, lambda: self._admit(worker, name))
+                delay = random.uniform(0.0, 1.0) if self.args.race else 0.0
+                tg.start_soon(self._retry, lambda: self._admit(worker, name, delay))
 
         return seen
 
-    async def _admit(self, worker: str, name: str) -> None:
+    async def _admit(self, worker: str, name: str, delay: float = 0.0) -> None:
+        await anyio.sleep(delay)
+        if self.args.race:  # lost the race meanwhile: the dispatcher deleted the copy
+            with contextlib.suppress(LookupError, NotFound):
+                await kueue.admit(self.api[worker], name, NAMESPACE)
+            return
         await kueue.admit(self.api[worker], name, NAMESPACE)
         self.admitted.setdefault(name.removeprefix("pipelinerun-"), time.monotonic())
 
@@ -239,6 +248,7 @@ class Setup:
     names: dict[str, str]
     dispatcher: Dispatcher | Shards | None
     real_kueue: RealKueue | None
+    faults: Faults | None = None
 
     @property
     def measured(self) -> Dispatcher | Shards | RealKueue:
@@ -490,24 +500,30 @@ async def _dispatch(setup: Setup, before: Before, tg: Any) -> Dispatched:
 
 
 async def _submit_all(setup: Setup, tg: Any) -> None:
-    """N submissions, ``--submitters`` at a time; with ``--faults``, a worker's apiserver and the dispatcher are
-    killed on the way."""
+    """N submissions, ``--submitters`` at a time (at most ``--rate`` a second); with ``--faults``, a worker's
+    apiserver and the dispatcher are killed on the way, with ``--fault-interval`` a fault every that many seconds."""
     args, n = setup.args, setup.args.objects
-    faults = {int(n * 0.3): "worker", int(n * 0.6): "dispatcher"} if args.faults else {}
-    limiter = anyio.Semaphore(args.submitters)
+    if setup.dispatcher is not None and (args.faults or args.fault_interval):
+        setup.faults = Faults(setup.bed, setup.dispatcher, setup.workers, random.Random(args.seed))
+    at = {int(n * 0.3): "kill", int(n * 0.6): "dispatcher"} if args.faults else {}
+    limiter, done, began = anyio.Semaphore(args.submitters), anyio.Event(), time.monotonic()
 
     async def submit(i: int) -> None:
         async with limiter:
             await setup.run._retry(lambda: setup.run.submit(i))
 
     async with anyio.create_task_group() as submitters:
+        if setup.faults is not None and args.fault_interval:
+            tg.start_soon(setup.faults.every, args.fault_interval, done, tg)
         for i in range(n):
-            if i in faults:
-                assert setup.dispatcher is not None
-                await inject(faults[i], setup.bed, setup.dispatcher, setup.workers, tg)
+            if i in at and setup.faults is not None:
+                await setup.faults.inject(at[i], tg)
+            if args.rate:
+                await anyio.sleep(max(0.0, began + i / args.rate - time.monotonic()))
             await limiter.acquire()
             limiter.release()
             submitters.start_soon(submit, i)
+    done.set()
 
 
 async def _status_sync(setup: Setup, tg: Any) -> int:
@@ -644,6 +660,12 @@ def _result(setup: Setup, before: Before, d: Dispatched, after: After) -> dict[s
         # (totals for the N objects): the mix bench/ceiling.py replays.
         "dispatch_phase_requests": d.requests,
         "objects_created_more_than_once": len(duplicates),
+        "runs_on_two_workers": sum(1 for seen in run.workers_of.values() if len(seen) > 1),
+        "race": args.race,
+        "rate_per_s": args.rate,
+        "seed": args.seed,
+        "faults_injected": setup.faults.counts() if setup.faults is not None else {},
+        "fault_log": setup.faults.log if setup.faults is not None else [],
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
     }
 
@@ -695,24 +717,6 @@ async def progress(count: Callable[[], int], total: int, what: str, *, timeout: 
         await anyio.sleep(0.1)
 
 
-async def inject(fault: str, bed: TestBed, dispatcher: Dispatcher | Shards, workers: list[str], tg: Any) -> None:
-    if fault == "dispatcher":
-        say("fault: SIGKILL the dispatcher, start it again")
-        dispatcher.kill()
-        dispatcher.start()
-        return
-    victim = workers[-1]
-    say(f"fault: SIGKILL {victim}'s kube-apiserver; it comes back in 10 s")
-    bed.stop_apiserver(victim, kill=True)
-
-    async def back() -> None:
-        await anyio.sleep(10)
-        await anyio.to_thread.run_sync(bed.start_apiserver, victim)
-        say(f"{victim} is back")
-
-    tg.start_soon(back)
-
-
 def _commit(checkout: Path) -> str:
     """The commit a checkout is at (short), or "" outside git."""
     try:
@@ -748,6 +752,19 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--status-seconds", type=float, default=10.0)
     parser.add_argument("--submitters", type=int, default=16, help="concurrent submissions by the bench")
     parser.add_argument("--faults", action="store_true", help="kill a worker's apiserver and the dispatcher mid-run")
+    parser.add_argument(
+        "--fault-interval",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="while submitting, a fault every SECONDS: a worker's apiserver paused, the dispatcher killed, a worker's "
+        "apiserver killed, in turn (bench/faults.py)",
+    )
+    parser.add_argument(
+        "--race", action="store_true", help="Kueue mode: every worker admits every copy (the first admission wins)"
+    )
+    parser.add_argument("--rate", type=float, default=0.0, help="submissions per second (0: as fast as possible)")
+    parser.add_argument("--seed", type=int, default=1, help="the random choices of a run (faults, races, status)")
     parser.add_argument(
         "--backlog", action="store_true", help="submit everything with the dispatcher stopped, then time its drain"
     )
@@ -801,14 +818,17 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
 
 def _cannot_run(args: argparse.Namespace) -> str | None:
     """Why this combination of flags cannot run, or ``None``."""
-    if args.dispatcher == "kueue" and (args.faults or args.backlog or args.mode != "kueue"):
-        return "--dispatcher kueue runs Kueue mode only, without --faults or --backlog"
+    faults = args.faults or args.fault_interval
+    if args.dispatcher == "kueue" and (faults or args.backlog or args.mode != "kueue"):
+        return "--dispatcher kueue runs Kueue mode only, without --faults, --fault-interval or --backlog"
+    if args.race and (args.mode != "kueue" or args.kueue != "played"):
+        return "--race: Kueue mode with the played Kueue only"
     if args.kueue == "real" and args.mode != "kueue":
         return "--kueue real needs --mode kueue"
-    if args.shards > 1 and (args.mode != "direct" or args.tracemalloc or args.faults):
-        return "--shards: Direct mode only, without --tracemalloc or --faults"
-    if args.split_cores and args.faults:
-        return "--split-cores: not with --faults (a restarted apiserver would start on the load's core)"
+    if args.shards > 1 and (args.mode != "direct" or args.tracemalloc or faults):
+        return "--shards: Direct mode only, without --tracemalloc, --faults or --fault-interval"
+    if args.split_cores and faults:
+        return "--split-cores: not with faults (a restarted apiserver would start on the load's core)"
     if args.split_cores and (why := cores.check()) is not None:
         return why
     if args.mode == "kueue" and args.workers > KUEUE_MAX_CLUSTERS:
@@ -821,6 +841,7 @@ def _out_path(args: argparse.Namespace) -> Path:
     """bench/results/<mode>-w<W>-n<N>[-faults][-backlog][-integration][-shardsK][-split][-kueue-...].json, or
     --out."""
     suffix = ("-faults" if args.faults else "") + ("-backlog" if args.backlog else "")
+    suffix += ("-race" if args.race else "") + (f"-soak{args.fault_interval:g}s" if args.fault_interval else "")
     suffix += "-integration" if args.integration else ""
     suffix += f"-shards{args.shards}" if args.shards > 1 else ""
     suffix += "-split" if args.split_cores else ""
@@ -832,6 +853,7 @@ def _out_path(args: argparse.Namespace) -> Path:
 
 def main(argv: list[str] | None = None) -> int:
     args = _arguments(argv)
+    random.seed(args.seed)  # the status phase's and the race's choices
     args.kueue_binary = None
     if args.kueue == "real":
         try:

@@ -1,0 +1,91 @@
+"""Faults injected while the bench submits: the two of ``--faults``, or a schedule of them (``--fault-interval``).
+
+The schedule cycles through three faults, one every interval, each on a worker drawn with the run's seed:
+
+- ``pause``: a worker's kube-apiserver SIGSTOPped for 5-40 s (a hung or partitioned worker: sockets stay open, no
+  answer comes back, not even to a write it has already carried out), then SIGCONTed;
+- ``dispatcher``: the dispatcher SIGKILLed and started again (a leader killed mid-write; its successor starts from
+  what is recorded);
+- ``kill``: a worker's kube-apiserver SIGKILLed, started again 10 s later.
+
+Every pause and kill is shorter than ``workerLostTimeout`` (15 min by default): no run may then be created on a
+second worker, which the run counts (``runs_on_two_workers``).
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+
+from bench.dispatcher import Dispatcher, Shards
+from multikueue.testing.testbed import TestBed
+
+CYCLE = ("pause", "dispatcher", "kill")
+PAUSE_SECONDS = (5.0, 40.0)
+KILLED_SECONDS = 10.0
+
+
+def say(message: str) -> None:
+    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class Faults:
+    """What was injected: (seconds since the schedule began, fault, worker or "", seconds down)."""
+
+    bed: TestBed
+    dispatcher: Dispatcher | Shards
+    workers: list[str]
+    rng: random.Random
+    log: list[tuple[float, str, str, float]] = field(default_factory=list)
+    down: set[str] = field(default_factory=set)  # workers paused or killed right now
+    started: float = field(default_factory=time.monotonic)
+
+    def counts(self) -> dict[str, int]:
+        return {kind: sum(1 for _, k, _, _ in self.log if k == kind) for kind in CYCLE}
+
+    async def every(self, interval: float, stop: anyio.Event, tg: Any) -> None:
+        """One fault every ``interval`` seconds, in ``CYCLE`` order, until ``stop``; bounded by the submissions."""
+        for i in range(100_000):
+            with anyio.move_on_after(interval):
+                await stop.wait()
+            if stop.is_set():
+                return
+            await self.inject(CYCLE[i % len(CYCLE)], tg)
+
+    async def inject(self, fault: str, tg: Any) -> None:
+        if fault == "dispatcher":
+            say("fault: SIGKILL the dispatcher, start it again")
+            self.dispatcher.kill()
+            self.dispatcher.start()
+            self.log.append((time.monotonic() - self.started, fault, "", 0.0))
+            return
+        up = [w for w in self.workers if w not in self.down]
+        if not up:
+            return
+        victim = self.rng.choice(up)
+        self.down.add(victim)
+        if fault == "pause":
+            seconds = round(self.rng.uniform(*PAUSE_SECONDS), 1)
+            say(f"fault: SIGSTOP {victim}'s kube-apiserver for {seconds} s")
+            await anyio.to_thread.run_sync(self.bed.pause_apiserver, victim)
+        else:
+            seconds = KILLED_SECONDS
+            say(f"fault: SIGKILL {victim}'s kube-apiserver; it comes back in {seconds:g} s")
+            self.bed.stop_apiserver(victim, kill=True)
+        self.log.append((time.monotonic() - self.started, fault, victim, seconds))
+        tg.start_soon(self._back, fault, victim, seconds)
+
+    async def _back(self, fault: str, victim: str, seconds: float) -> None:
+        await anyio.sleep(seconds)
+        if fault == "pause":
+            await anyio.to_thread.run_sync(lambda: self.bed.resume_apiserver(victim, wait=True))
+        else:
+            await anyio.to_thread.run_sync(self.bed.start_apiserver, victim)
+        self.down.discard(victim)
+        say(f"{victim} is back")
