@@ -816,19 +816,31 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def _cannot_fault(args: argparse.Namespace) -> str | None:
+    """Why the fault flags cannot run with the others, or ``None``."""
+    if not (args.faults or args.fault_interval):
+        return None
+    if args.dispatcher == "kueue":
+        return "--faults, --fault-interval: this project's dispatcher only (not --dispatcher kueue)"
+    if args.shards > 1:
+        return "--faults, --fault-interval: not with --shards"
+    if args.split_cores:
+        return "--split-cores: not with faults (a restarted apiserver would start on the load's core)"
+    return None
+
+
 def _cannot_run(args: argparse.Namespace) -> str | None:
     """Why this combination of flags cannot run, or ``None``."""
-    faults = args.faults or args.fault_interval
-    if args.dispatcher == "kueue" and (faults or args.backlog or args.mode != "kueue"):
-        return "--dispatcher kueue runs Kueue mode only, without --faults, --fault-interval or --backlog"
+    if (why := _cannot_fault(args)) is not None:
+        return why
+    if args.dispatcher == "kueue" and (args.backlog or args.mode != "kueue"):
+        return "--dispatcher kueue runs Kueue mode only, without --backlog"
     if args.race and (args.mode != "kueue" or args.kueue != "played"):
         return "--race: Kueue mode with the played Kueue only"
     if args.kueue == "real" and args.mode != "kueue":
         return "--kueue real needs --mode kueue"
-    if args.shards > 1 and (args.mode != "direct" or args.tracemalloc or faults):
-        return "--shards: Direct mode only, without --tracemalloc, --faults or --fault-interval"
-    if args.split_cores and faults:
-        return "--split-cores: not with faults (a restarted apiserver would start on the load's core)"
+    if args.shards > 1 and (args.mode != "direct" or args.tracemalloc):
+        return "--shards: Direct mode only, without --tracemalloc"
     if args.split_cores and (why := cores.check()) is not None:
         return why
     if args.mode == "kueue" and args.workers > KUEUE_MAX_CLUSTERS:

@@ -23,6 +23,7 @@ from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
 from multikueue.kube.conditions import find
 from multikueue.kube.discovery import KindUnavailable, discover_resource
 from multikueue.kube.errors import ApiError, describe
+from multikueue.kube.kubeconfig import access_from_kubeconfig
 from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects
 from multikueue.labels import ADMITTED, EVICTED, FINISHED, PLACEMENT_PHASE, PLACEMENT_WORKER, QUOTA_RESERVED
 
@@ -108,8 +109,12 @@ async def _worker(api: ApiClient, name: str, view: RunView, names: set[str], sec
             except KindUnavailable as e:
                 result.unreadable = f"{view.gvk.kind} is not served there ({e})"
             result.events = await core.events_about(worker, view.namespace, names)
-    except (ApiError, aiohttp.ClientError, OSError, TimeoutError) as e:
+    except ApiError as e:
         result.unreadable = f"cannot be read: {describe(e)}"
+    except (aiohttp.ClientError, OSError, TimeoutError) as e:
+        server = access_from_kubeconfig(kubeconfig).server
+        result.unreadable = (f"cannot be reached at {server}: {describe(e)}; if only the manager's pods reach that "
+                             f"address, give your own access: --worker-kubeconfig {name}=PATH")  # fmt: skip
     return result
 
 

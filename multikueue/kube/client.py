@@ -117,7 +117,9 @@ class ApiClient:
         self.on_request = on_request  # called with the HTTP method of every request (a watch counts once)
         self.max_connections = max_connections
         self._session: aiohttp.ClientSession | None = None
-        self._headers = {"Accept": JSON, "User-Agent": f"multikueue/{__version__}"}
+        self._headers = [("Accept", JSON), ("User-Agent", f"multikueue/{__version__}")]
+        if access.impersonate is not None:  # as kubectl: the base identity, then every request as the impersonated
+            self._headers += access.impersonate.headers()
 
     def _http(self) -> aiohttp.ClientSession:
         if self._session is None:  # made on first use, inside the event loop
@@ -142,12 +144,13 @@ class ApiClient:
         """One request; its answer returned once the status says it succeeded (the body still to read)."""
         if self.on_request is not None:
             self.on_request(method)
-        headers = dict(self._headers)
+        headers = list(self._headers)
         if (authorization := await self.credentials.authorization()) is not None:
-            headers["Authorization"] = authorization
+            headers.append(("Authorization", authorization))
         data = None
         if body is not None:
-            data, headers["Content-Type"] = json.dumps(body, separators=(",", ":")).encode(), content_type
+            data = json.dumps(body, separators=(",", ":")).encode()
+            headers.append(("Content-Type", content_type))
         try:
             response = await self._request(method, path, query, data, headers, timeout)
         except NO_ANSWER:
@@ -167,7 +170,7 @@ class ApiClient:
         return response
 
     async def _request(self, method: str, path: str, query: Query | None, data: bytes | None,
-                       headers: dict[str, str], timeout: Timeout | None) -> aiohttp.ClientResponse:  # fmt: skip
+                       headers: list[tuple[str, str]], timeout: Timeout | None) -> aiohttp.ClientResponse:  # fmt: skip
         call = self._http().request(
             method, self.host + path, params=_params(query), data=data, headers=headers, proxy=self.proxy,
             ssl=self.credentials.ssl if self.credentials.ssl is not None else True,

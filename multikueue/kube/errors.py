@@ -9,8 +9,12 @@ carry: everything that reports an API failure goes through ``describe``.
 from __future__ import annotations
 
 import json
+import os
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
+
+import aiohttp
 
 __all__ = [
     "ApiError", "BadRequest", "Busy", "Conflict", "Forbidden", "Gone", "Invalid", "KubeconfigError", "NotFound",
@@ -113,9 +117,14 @@ def summary(error: ApiError) -> Summary:
 
 
 def describe(error: BaseException) -> str:
-    """One line for any failure: API errors without headers, others as ``Type: text``."""
+    """One line for any failure: API errors without headers, a failed connection as where and why (aiohttp's own
+    text carries the SSL context's repr), others as ``Type: text``."""
     if isinstance(error, ApiError):
         return str(summary(error))
+    if isinstance(error, aiohttp.ClientConnectorError):
+        return f"cannot connect to {error.host}:{error.port}: {_why(error.os_error)}"
+    if isinstance(error, aiohttp.ServerDisconnectedError):
+        return "the server closed the connection before answering"
     text = str(error)
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
@@ -127,6 +136,13 @@ def outcome_unknown(error: BaseException) -> bool:
     if isinstance(error, ApiError):
         return error.status >= 500 and error.status != 503
     return True
+
+
+def _why(error: OSError) -> str:
+    """An OS error's reason alone ("Connection refused", "Name or service not known")."""
+    if isinstance(error, socket.gaierror) or not error.errno or error.errno < 0:
+        return error.strerror or type(error).__name__
+    return os.strerror(error.errno)
 
 
 def status_of(error: BaseException) -> int | None:

@@ -2,9 +2,12 @@
 
 What client-go's ``clientcmd`` reads, for the fields a controller and its CLI meet: the server, its CA (inline or
 a file), ``insecure-skip-tls-verify``, ``tls-server-name``, ``proxy-url``; a client certificate and key (inline or
-files), a bearer token (inline or ``tokenFile``, re-read as it rotates), basic auth, and an ``exec`` credential
-plugin (EKS, GKE, kubelogin...). The removed ``auth-provider`` plugins are refused with the way out. Every problem
-is one ``KubeconfigError`` line naming the field and its value.
+files), a bearer token (inline or ``tokenFile``, re-read as it rotates), basic auth, an ``exec`` credential plugin
+(EKS, GKE, kubelogin...), and impersonation (``as``, ``as-uid``, ``as-groups``, ``as-user-extra``, sent as kubectl
+sends them). What this client cannot do as the kubeconfig says is refused at load time rather than done otherwise:
+``auth-provider`` plugins (with the way out), a CA together with ``insecure-skip-tls-verify`` (kubectl refuses it
+too), a proxy scheme other than http(s), an exec plugin that must prompt. Every problem is one ``KubeconfigError``
+line naming the field and its value.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import base64
 import binascii
 import os
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,6 +39,28 @@ class ExecPlugin:
 
 
 @dataclass(frozen=True)
+class Impersonation:
+    """Who the requests act as (``Impersonate-*`` headers): the server authorises the base identity to impersonate,
+    then everything else as the impersonated one."""
+
+    user: str
+    uid: str | None = None
+    groups: tuple[str, ...] = ()
+    extra: tuple[tuple[str, tuple[str, ...]], ...] = ()
+
+    def headers(self) -> list[tuple[str, str]]:
+        """As client-go's impersonating round tripper sends them (a header per group and per extra value)."""
+        headers = [("Impersonate-User", self.user)]
+        if self.uid:
+            headers.append(("Impersonate-Uid", self.uid))
+        headers += [("Impersonate-Group", g) for g in self.groups]
+        for key, values in self.extra:
+            name = "Impersonate-Extra-" + urllib.parse.quote(key, safe="!#$&'*+-.^_`|~")
+            headers += [(name, v) for v in values]
+        return headers
+
+
+@dataclass(frozen=True)
 class ClusterAccess:
     server: str
     ca: str | None = None  # PEM
@@ -47,6 +73,7 @@ class ClusterAccess:
     token_file: str | None = None
     basic: tuple[str, str] | None = field(default=None, repr=False)
     exec: ExecPlugin | None = None
+    impersonate: Impersonation | None = None
 
     @property
     def tls(self) -> bool:
@@ -86,6 +113,11 @@ def _exec_plugin(spec: Any, where: str) -> ExecPlugin:
     env = spec.get("env") or []
     if not isinstance(env, list) or not all(isinstance(e, dict) and "name" in e for e in env):
         raise KubeconfigError(f"kubeconfig: {where}.exec.env must be a list of {{name, value}}")
+    if spec.get("interactiveMode") == "Always":
+        raise KubeconfigError(
+            f"kubeconfig: {where}.exec.interactiveMode 'Always' cannot be honoured: this client has no terminal to "
+            "prompt on; use a plugin that needs no input (interactiveMode Never or IfAvailable)"
+        )
     return ExecPlugin(
         command=str(spec["command"]),
         args=tuple(str(a) for a in spec.get("args") or []),
@@ -95,19 +127,51 @@ def _exec_plugin(spec: Any, where: str) -> ExecPlugin:
     )
 
 
-def _user(user: dict[str, Any], where: str) -> dict[str, Any]:
-    if user.get("auth-provider"):
-        provider = (user["auth-provider"] or {}).get("name", "")
+REMOVED_AUTH_PROVIDERS = ("gcp", "azure")
+"""client-go removed these in v1.26 (an exec plugin took their place); ``oidc`` is still in client-go."""
+
+
+def _auth_provider(user: dict[str, Any], where: str) -> None:
+    provider = str((user["auth-provider"] or {}).get("name", ""))
+    if provider in REMOVED_AUTH_PROVIDERS:
         raise KubeconfigError(
             f"kubeconfig: {where}.auth-provider {provider!r} is not supported (client-go removed it): "
             "use an exec credential plugin"
         )
+    raise KubeconfigError(
+        f"kubeconfig: {where}.auth-provider {provider!r} is not supported by this client: use an exec credential "
+        "plugin (for OIDC: kubelogin, `kubectl oidc-login get-token`)"
+    )
+
+
+def _impersonation(user: dict[str, Any], where: str) -> Impersonation | None:
+    name, uid = user.get("as"), user.get("as-uid")
+    groups, extra = user.get("as-groups") or [], user.get("as-user-extra") or {}
+    if not name:
+        if uid or groups or extra:
+            raise KubeconfigError(f"kubeconfig: {where}.as is required with as-uid, as-groups or as-user-extra")
+        return None
+    if not isinstance(groups, list) or not isinstance(extra, dict):
+        raise KubeconfigError(f"kubeconfig: {where}.as-groups must be a list and as-user-extra a mapping of lists")
+    values = {str(k): v if isinstance(v, list) else [v] for k, v in extra.items()}
+    return Impersonation(
+        user=str(name),
+        uid=str(uid) if uid else None,
+        groups=tuple(str(g) for g in groups),
+        extra=tuple((k, tuple(str(x) for x in v)) for k, v in sorted(values.items())),
+    )
+
+
+def _user(user: dict[str, Any], where: str) -> dict[str, Any]:
+    if user.get("auth-provider"):
+        _auth_provider(user, where)
     fields: dict[str, Any] = {
         "client_certificate": _inline_or_file(user, "client-certificate", where),
         "client_key": _inline_or_file(user, "client-key", where),
         "token": str(user["token"]) if user.get("token") else None,
         "token_file": str(user["tokenFile"]) if user.get("tokenFile") else None,
         "exec": _exec_plugin(user["exec"], where) if user.get("exec") else None,
+        "impersonate": _impersonation(user, where),
     }
     if bool(fields["client_certificate"]) != bool(fields["client_key"]):
         raise KubeconfigError(f"kubeconfig: {where} has a client certificate without its key, or a key without one")
@@ -129,13 +193,21 @@ def access_from_kubeconfig(config: dict[str, Any], *, context: str | None = None
     if not server.startswith(("https://", "http://")):
         raise KubeconfigError(f"kubeconfig: {where}.server must be an http(s) URL, got {server!r}")
     ca = _inline_or_file(cluster, "certificate-authority", where)
+    insecure = bool(cluster.get("insecure-skip-tls-verify"))
+    if ca and insecure:  # kubectl: "specifying a root certificates file with the insecure flag is not allowed"
+        raise KubeconfigError(
+            f"kubeconfig: {where} has both certificate-authority and insecure-skip-tls-verify: true; keep one"
+        )
+    proxy = str(cluster["proxy-url"]) if cluster.get("proxy-url") else None
+    if proxy is not None and urllib.parse.urlsplit(proxy).scheme not in ("http", "https"):
+        raise KubeconfigError(f"kubeconfig: {where}.proxy-url {proxy!r} is not supported: an http(s) proxy only")
     user = _user(_named(config, "users", str(ctx["user"])), f"users[{ctx['user']}].user") if ctx.get("user") else {}
     return ClusterAccess(
         server=server.rstrip("/"),
         ca=ca.decode(errors="replace") if ca else None,
-        insecure=bool(cluster.get("insecure-skip-tls-verify")),
+        insecure=insecure,
         tls_server_name=str(cluster["tls-server-name"]) if cluster.get("tls-server-name") else None,
-        proxy_url=str(cluster["proxy-url"]) if cluster.get("proxy-url") else None,
+        proxy_url=proxy,
         **user,
     )
 

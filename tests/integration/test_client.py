@@ -14,7 +14,7 @@ from kubernetes_asyncio import client as k8s_client
 
 from multikueue.kube import events
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig, rate_limit
-from multikueue.kube.errors import NotFound, Unauthorized
+from multikueue.kube.errors import Forbidden, NotFound, Unauthorized, summary
 from multikueue.testing import TestBed
 from multikueue.testing.accounts import mint_service_account_kubeconfig
 from multikueue.testing.client import k8s
@@ -127,3 +127,23 @@ async def test_an_exec_plugin_authenticates_and_runs_again_when_the_server_refus
         answer = await api.request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", body=review)
     assert answer["status"]["userInfo"]["username"] == f"system:serviceaccount:{namespace}:exec-user"
     assert failures == ["401"]
+
+
+async def test_impersonation_in_the_kubeconfig_is_who_the_server_authorises(testbed: TestBed, tmp_path: Path) -> None:
+    """``as``, ``as-uid``, ``as-groups`` and ``as-user-extra`` are sent as kubectl sends them: the server sees the
+    impersonated identity, and refuses what that identity may not do although the base identity (the bed's admin)
+    could."""
+    kubeconfig = testbed.cluster("worker1").kubeconfig
+    kubeconfig["users"][0]["user"].update(
+        {"as": "jane", "as-uid": "1234", "as-groups": ["team-a"], "as-user-extra": {"scopes": ["read", "view"]}}
+    )
+    review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    async with await api_client_from_kubeconfig(kubeconfig, temp_dir=tmp_path) as api:
+        answer = await api.request("POST", "/apis/authentication.k8s.io/v1/selfsubjectreviews", body=review)
+        with pytest.raises(Forbidden) as refused:
+            await api.request("GET", "/api/v1/namespaces/kube-system/secrets")
+    user = answer["status"]["userInfo"]
+    assert (user["username"], user["uid"]) == ("jane", "1234")
+    assert user["groups"] == ["team-a", "system:authenticated"]
+    assert user["extra"] == {"scopes": ["read", "view"]}
+    assert 'User "jane" cannot list resource "secrets"' in summary(refused.value).message

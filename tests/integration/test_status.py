@@ -128,3 +128,27 @@ async def test_logs_says_why_there_are_none_yet(scenario: Scenario, tmp_path: Pa
     assert err == (f"multikueue logs: no pods of PipelineRun {s.namespace}/logged on worker {s.names['worker1']} "
                    f"(selector tekton.dev/pipelineRun=logged): admitted on {s.names['worker1']}, running there: no "
                    "conditions yet\n"), err  # fmt: skip
+
+
+async def test_a_worker_status_cannot_reach_is_one_plain_line_suggesting_the_users_own_access(
+    scenario: Scenario, tmp_path: Path
+) -> None:
+    """A worker Secret's server that only the manager's pods reach (here: nothing listens there): the line says
+    where and why, with no Python object in it, and how to give the command access of its own."""
+    s = scenario
+    _, workload = await s.submit("far")
+    wl_name = workload["metadata"]["name"]
+    await s.copied(wl_name)
+    await kueue.admit(s.api["worker2"], wl_name, s.namespace)
+    await s.check_state(wl_name, state="Ready")  # recorded on worker2: status looks there whatever follows
+    unreachable = s.bed.cluster("worker2").kubeconfig
+    unreachable["clusters"][0]["cluster"]["server"] = "https://127.0.0.1:1"
+    await kueue.put_kubeconfig_secret(s.api["manager"], s.namespace, "worker2-kubeconfig", unreachable)
+    code, out, _ = await _status(s, s.bed.cluster("manager").kubeconfig, "far", tmp_path)
+    assert code == 0
+    line = next((line for line in out.splitlines() if line.startswith(f"  worker {s.names['worker2']}:")), out)
+    assert line == (
+        f"  worker {s.names['worker2']}: cannot be reached at https://127.0.0.1:1: cannot connect to 127.0.0.1:1: "
+        f"Connection refused; if only the manager's pods reach that address, give your own access: "
+        f"--worker-kubeconfig {s.names['worker2']}=PATH"
+    ), line

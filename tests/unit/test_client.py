@@ -126,9 +126,22 @@ def test_a_kubeconfig_reads_inline_data_files_relative_to_it_and_every_kind_of_u
          "clusters[c].cluster.certificate-authority '/no/such/ca.pem' cannot be read: No such file or directory"),
         (document({"server": "https://k"}, {"client-certificate-data": b64("C")}), None,
          "users[u].user has a client certificate without its key"),
+        (document({"server": "https://k"}, {"auth-provider": {"name": "gcp"}}), None,
+         "users[u].user.auth-provider 'gcp' is not supported (client-go removed it): use an exec credential plugin"),
+        # client-go still has oidc: the refusal must not say it was removed, and says what to use instead.
         (document({"server": "https://k"}, {"auth-provider": {"name": "oidc"}}), None,
-         "users[u].user.auth-provider 'oidc' is not supported (client-go removed it): use an exec credential plugin"),
+         "users[u].user.auth-provider 'oidc' is not supported by this client: use an exec credential plugin (for "
+         "OIDC: kubelogin, `kubectl oidc-login get-token`)"),
         (document({"server": "https://k"}, {"exec": {"args": ["x"]}}), None, "users[u].user.exec.command is required"),
+        (document({"server": "https://k"}, {"exec": {"command": "x", "interactiveMode": "Always"}}), None,
+         "users[u].user.exec.interactiveMode 'Always' cannot be honoured"),
+        (document({"server": "https://k", "certificate-authority-data": b64("CA"), "insecure-skip-tls-verify": True},
+                  {}), None,
+         "clusters[c].cluster has both certificate-authority and insecure-skip-tls-verify: true; keep one"),
+        (document({"server": "https://k", "proxy-url": "socks5://p:1080"}, {}), None,
+         "clusters[c].cluster.proxy-url 'socks5://p:1080' is not supported: an http(s) proxy only"),
+        (document({"server": "https://k"}, {"as-groups": ["g"]}), None,
+         "users[u].user.as is required with as-uid, as-groups or as-user-extra"),
     ],
 )  # fmt: skip
 def test_a_kubeconfig_that_cannot_be_used_is_one_line_naming_field_and_value(

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import socket
+
 import aiohttp
 import pytest
 
 from multikueue.dispatch.writes import WorkerWriteFailed
-from multikueue.kube.errors import outcome_unknown, refused
+from multikueue.kube.errors import describe, outcome_unknown, refused
 
 
 @pytest.mark.parametrize(
@@ -41,3 +43,12 @@ def test_the_users_line_says_when_a_write_may_have_been_done() -> None:
     answered = WorkerWriteFailed("worker1", "create", "PipelineRun", "ns", "run", refused(403, "Forbidden"))
     assert str(answered) == 'worker "worker1": cannot create PipelineRun ns/run: HTTP 403 Forbidden'
     assert answered.refused
+
+
+def test_a_failed_connection_is_said_as_where_and_why_with_no_python_object_in_it() -> None:
+    key = aiohttp.client_reqrep.ConnectionKey("worker1-control-plane", 6443, True, True, None, None, None)
+    dns = aiohttp.ClientConnectorDNSError(key, socket.gaierror(-2, "Name or service not known"))
+    assert describe(dns) == "cannot connect to worker1-control-plane:6443: Name or service not known"
+    refused_connection = aiohttp.ClientConnectorError(key, ConnectionRefusedError(111, "Connect call failed ('x', 1)"))
+    assert describe(refused_connection) == "cannot connect to worker1-control-plane:6443: Connection refused"
+    assert describe(aiohttp.ServerDisconnectedError()) == "the server closed the connection before answering"
