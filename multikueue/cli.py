@@ -283,8 +283,8 @@ def _run_on_a_run(
     import anyio
 
     from multikueue.config import GroupVersionKind
-    from multikueue.kube.client import api_client_from_kubeconfig
-    from multikueue.kube.errors import ApiError, KubeconfigError, describe
+    from multikueue.kube.client import RETRIED, api_client_from_kubeconfig
+    from multikueue.kube.errors import KubeconfigError, describe
 
     try:  # the flags first, then the files they name: one line for the first problem, never two
         gvk = GroupVersionKind.parse(args.kind)
@@ -306,8 +306,11 @@ def _run_on_a_run(
     except KubeconfigError as e:
         print(f"multikueue {command}: cannot use the manager kubeconfig: {e}", file=sys.stderr)
         return 2
-    except (LookupError, ApiError, OSError) as e:
-        print(f"multikueue {command}: {describe(e) if isinstance(e, ApiError) else e}", file=sys.stderr)
+    except LookupError as e:
+        print(f"multikueue {command}: {e}", file=sys.stderr)
+        return 1
+    except RETRIED as e:  # refused, unanswered, or no credential from the kubeconfig's plugin: one line
+        print(f"multikueue {command}: {describe(e)}", file=sys.stderr)
         return 1
 
 
@@ -365,8 +368,8 @@ def _explain(args: argparse.Namespace) -> int:
 
     from multikueue.config import GroupVersionKind
     from multikueue.dispatch.direct import explain
-    from multikueue.kube.client import api_client_from_kubeconfig
-    from multikueue.kube.errors import KubeconfigError
+    from multikueue.kube.client import RETRIED, api_client_from_kubeconfig
+    from multikueue.kube.errors import KubeconfigError, describe
 
     try:
         gvk = GroupVersionKind.parse(args.kind)
@@ -389,6 +392,9 @@ def _explain(args: argparse.Namespace) -> int:
     except KubeconfigError as e:
         print(f"multikueue explain: cannot use the kubeconfig: {e}", file=sys.stderr)
         return 2
+    except RETRIED as e:
+        print(f"multikueue explain: {describe(e)}", file=sys.stderr)
+        return 1
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -522,7 +528,7 @@ def _startup_failure(error: BaseException) -> str | None:
 
     if isinstance(error, BaseExceptionGroup):
         return next((found for e in error.exceptions if (found := _startup_failure(e)) is not None), None)
-    if isinstance(error, KubeconfigError):  # an exec plugin failing once running
+    if isinstance(error, KubeconfigError):
         return f"cannot use the manager kubeconfig: {error}"
     return str(error) if isinstance(error, StartupError) else None
 

@@ -7,7 +7,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-import aiohttp
 import anyio
 import anyio.abc
 import structlog
@@ -23,7 +22,7 @@ from multikueue.dispatch.direct import DirectKey, DirectReconciler, waits_for_a_
 from multikueue.dispatch.reconciler import WorkloadReconciler
 from multikueue.integration.reconciler import IntegrationController
 from multikueue.kube import core, events, leader
-from multikueue.kube.client import ApiClient
+from multikueue.kube.client import TRANSIENT, ApiClient
 from multikueue.kube.discovery import KindMisspelt, KindUnavailable, discover_resource
 from multikueue.kube.errors import ApiError, describe
 from multikueue.kube.resources import (
@@ -114,7 +113,7 @@ async def preflight(api: ApiClient, role: str) -> None:
             await Objects(api, WORKLOADS).source().list(limit=1, continue_token=None)
     except ApiError as e:
         raise StartupError(f"the manager cluster refused {what}: {describe(e)}") from None
-    except (aiohttp.ClientError, TimeoutError, OSError) as e:
+    except TRANSIENT as e:
         raise StartupError(f"cannot reach the manager cluster ({what}): {describe(e)}") from None
 
 

@@ -13,16 +13,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import aiohttp
-
 from multikueue import owners
 from multikueue.clusters.kubeconfig import validate_kubeconfig
 from multikueue.config import GroupVersionKind
 from multikueue.kube import core
-from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
+from multikueue.kube.client import NO_ANSWER, ApiClient, api_client_from_kubeconfig
 from multikueue.kube.conditions import find
 from multikueue.kube.discovery import KindUnavailable, discover_resource
-from multikueue.kube.errors import ApiError, describe
+from multikueue.kube.errors import ApiError, CredentialsUnavailable, describe
 from multikueue.kube.kubeconfig import access_from_kubeconfig
 from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects
 from multikueue.labels import ADMITTED, EVICTED, FINISHED, PLACEMENT_PHASE, PLACEMENT_WORKER, QUOTA_RESERVED
@@ -111,7 +109,9 @@ async def _worker(api: ApiClient, name: str, view: RunView, names: set[str], sec
             result.events = await core.events_about(worker, view.namespace, names)
     except ApiError as e:
         result.unreadable = f"cannot be read: {describe(e)}"
-    except (aiohttp.ClientError, OSError, TimeoutError) as e:
+    except CredentialsUnavailable as e:
+        result.unreadable = f"cannot be read: {describe(e)}"
+    except NO_ANSWER as e:
         server = access_from_kubeconfig(kubeconfig).server
         result.unreadable = (f"cannot be reached at {server}: {describe(e)}; if only the manager's pods reach that "
                              f"address, give your own access: --worker-kubeconfig {name}=PATH")  # fmt: skip

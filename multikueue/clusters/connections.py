@@ -26,9 +26,15 @@ from multikueue import specdigest
 from multikueue.clusters.worker import Worker
 from multikueue.config import GroupVersionKind
 from multikueue.kube import core
-from multikueue.kube.client import DEFAULT_MAX_CONNECTIONS, ApiClient, api_client_from_kubeconfig, rate_limit
+from multikueue.kube.client import (
+    DEFAULT_MAX_CONNECTIONS,
+    RETRIED,
+    ApiClient,
+    api_client_from_kubeconfig,
+    rate_limit,
+)
 from multikueue.kube.discovery import KindUnavailable, cluster_identity, discover_resource
-from multikueue.kube.errors import ApiError, describe
+from multikueue.kube.errors import describe
 from multikueue.kube.resources import WORKLOADS, Objects, Resource
 from multikueue.labels import ORIGIN_LABEL, prebuilt_workload_of
 from multikueue.runtime.informer import DELETED, Informer, ObjectKey
@@ -51,6 +57,7 @@ def fingerprint(kubeconfig: Object) -> str:
 
 
 KIND_RETRY_SECONDS = 30.0
+_DISCOVERY_FAILURES: tuple[type[Exception], ...] = (KindUnavailable, *RETRIED)
 """How often a configured kind that a cluster does not serve (its CRD missing) is looked for again."""
 
 
@@ -64,7 +71,7 @@ async def discover_later(
         for gvk in list(missing):
             try:
                 resource = await discover_resource(api, gvk)
-            except (KindUnavailable, ApiError, aiohttp.ClientError, TimeoutError, OSError):
+            except _DISCOVERY_FAILURES:
                 continue  # still missing, or the server did not answer: the next round asks again
             missing.remove(gvk)
             log.info("kind now served; watching it", kind=str(gvk))
@@ -207,7 +214,7 @@ class WorkerConnection:
             await core.server_version(api)
             step = "cannot read the worker's identity (namespace kube-system): "
             self.identity = await cluster_identity(api)
-        except (ApiError, aiohttp.ClientError, TimeoutError, OSError) as e:
+        except RETRIED as e:
             await api.close()
             self._attempt_failed(step + describe(e))
             raise ConnectionFailed(self.last_error) from None
@@ -269,7 +276,7 @@ class WorkerConnection:
                     await core.server_version(api)
             except TimeoutError:
                 error = f"health probe: no answer within {self.timeout:g}s"
-            except (ApiError, aiohttp.ClientError, OSError) as e:
+            except RETRIED as e:
                 error = f"health probe: {describe(e)}"
             if (error is None) == (self.unreachable_since is None):
                 continue  # no change
@@ -299,7 +306,7 @@ class WorkerConnection:
                 self.kind_errors[gvk] = str(e)
                 self.unserved.add(gvk)
                 continue
-            except (ApiError, aiohttp.ClientError, TimeoutError, OSError) as e:
+            except RETRIED as e:
                 self.kind_errors[gvk] = describe(e)
                 continue
             self.kind_errors.pop(gvk, None)

@@ -12,14 +12,14 @@ from multikueue.clusters.worker import Worker
 from multikueue.config import GroupVersionKind
 from multikueue.dispatch.adapter import GenericAdapter
 from multikueue.dispatch.writes import WorkerWriteFailed
-from multikueue.kube.client import NO_ANSWER
-from multikueue.kube.errors import ApiError, Conflict
+from multikueue.kube.client import RETRIED
+from multikueue.kube.errors import Conflict
 from multikueue.labels import ORIGIN_LABEL
 from multikueue.runtime.informer import ObjectKey
 
 log = structlog.get_logger(__name__)
 Object = dict[str, Any]
-WRITE_FAILURES: tuple[type[Exception], ...] = (ApiError, *NO_ANSWER)
+WRITE_FAILURES: tuple[type[Exception], ...] = RETRIED
 
 
 class OwnershipConflict(Exception):

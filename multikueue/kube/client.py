@@ -22,7 +22,7 @@ from yarl import URL
 
 from multikueue import __version__
 from multikueue.kube.credentials import Credentials
-from multikueue.kube.errors import refused
+from multikueue.kube.errors import ApiError, CredentialsUnavailable, refused
 from multikueue.kube.kubeconfig import ClusterAccess, access_from_kubeconfig, in_cluster_access
 
 DEFAULT_TIMEOUT = aiohttp.ClientTimeout(total=30, connect=5, sock_connect=5)
@@ -37,6 +37,12 @@ bench/results/README.md)."""
 NO_ANSWER: tuple[type[Exception], ...] = (aiohttp.ClientError, TimeoutError, OSError)
 """How a request fails when no answer comes back (refused connection, timeout, connection lost midway): what was
 sent may or may not have been carried out (``kube.errors.outcome_unknown``)."""
+
+TRANSIENT: tuple[type[Exception], ...] = (CredentialsUnavailable, *NO_ANSWER)
+"""A request that got no answer, or could not be sent for want of a credential just now: nothing was refused."""
+
+RETRIED: tuple[type[Exception], ...] = (ApiError, *TRANSIENT)
+"""Every way a request through this client fails that a controller retries (with backoff) rather than stops on."""
 
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import anyio
 
-from multikueue.kube.errors import KubeconfigError
+from multikueue.kube.errors import CredentialsUnavailable, KubeconfigError
 from multikueue.kube.kubeconfig import ClusterAccess, ExecPlugin
 
 TOKEN_FILE_REFRESH = 60.0
@@ -96,7 +96,9 @@ class Credentials:
             try:
                 token = (await anyio.Path(self.access.token_file).read_text()).strip()
             except OSError as e:
-                raise KubeconfigError(f"tokenFile {self.access.token_file!r} cannot be read: {e.strerror}") from None
+                raise CredentialsUnavailable(
+                    f"tokenFile {self.access.token_file!r} cannot be read: {e.strerror}"
+                ) from None
             self._header, self._expires = f"Bearer {token}", time.monotonic() + TOKEN_FILE_REFRESH
         elif self.access.exec:
             await self._run_plugin(self.access.exec)
@@ -109,14 +111,17 @@ class Credentials:
             with anyio.fail_after(EXEC_TIMEOUT):
                 done = await anyio.run_process([plugin.command, *plugin.args], env=env, check=False)
         except (OSError, TimeoutError) as e:
-            raise KubeconfigError(f"exec plugin {plugin.command!r} cannot run: {e}{hint}") from None
+            raise CredentialsUnavailable(f"exec plugin {plugin.command!r} cannot run: {e}{hint}") from None
         if done.returncode != 0:
             detail = done.stderr.decode(errors="replace").strip().splitlines()[-1:] or [f"exit {done.returncode}"]
-            raise KubeconfigError(f"exec plugin {plugin.command!r} failed: {detail[0]}")
+            raise CredentialsUnavailable(f"exec plugin {plugin.command!r} failed: {detail[0]}")
         status = _exec_status(done.stdout, plugin.command)
         if status.get("clientCertificateData") and status.get("clientKeyData"):
             cert, key = str(status["clientCertificateData"]).encode(), str(status["clientKeyData"]).encode()
-            self.ssl = ssl_context(self.access, cert, key, self._temp_dir)
+            try:
+                self.ssl = ssl_context(self.access, cert, key, self._temp_dir)
+            except KubeconfigError as e:  # the plugin's certificate this time, not the kubeconfig
+                raise CredentialsUnavailable(f"exec plugin {plugin.command!r}: {e}") from None
         self._header = f"Bearer {status['token']}" if status.get("token") else None
         self._expires = _expiry(status.get("expirationTimestamp"))
 
@@ -128,9 +133,9 @@ def _exec_status(stdout: bytes, command: str) -> dict[str, object]:
         if not isinstance(status, dict):
             raise TypeError
     except (ValueError, KeyError, TypeError):
-        raise KubeconfigError(f"exec plugin {command!r} did not print an ExecCredential with a status") from None
+        raise CredentialsUnavailable(f"exec plugin {command!r} did not print an ExecCredential with a status") from None
     if not status.get("token") and not status.get("clientCertificateData"):
-        raise KubeconfigError(f"exec plugin {command!r} returned neither a token nor a client certificate")
+        raise CredentialsUnavailable(f"exec plugin {command!r} returned neither a token nor a client certificate")
     return status
 
 

@@ -17,13 +17,20 @@ from dataclasses import dataclass
 import aiohttp
 
 __all__ = [
-    "ApiError", "BadRequest", "Busy", "Conflict", "Forbidden", "Gone", "Invalid", "KubeconfigError", "NotFound",
+    "ApiError", "BadRequest", "Busy", "Conflict", "CredentialsUnavailable",
+    "Forbidden", "Gone", "Invalid", "KubeconfigError", "NotFound",
     "Refused", "Summary", "Unauthorized", "describe", "outcome_unknown", "refused", "status_of", "summary",
 ]  # fmt: skip
 
 
 class KubeconfigError(ValueError):
     """A kubeconfig (or the pod's service account) that cannot be used: one line naming the field and value."""
+
+
+class CredentialsUnavailable(Exception):
+    """No credential could be had for a request just now (an exec plugin failed or timed out, a token file could
+    not be read): the request was not sent, and is retried like one that got no answer. Never a configuration
+    error: a plugin that fails once must not end a running controller."""
 
 
 class ApiError(Exception):
@@ -135,7 +142,7 @@ def outcome_unknown(error: BaseException) -> bool:
     write is never taken as not done: what it wrote is read back before anything depends on it."""
     if isinstance(error, ApiError):
         return error.status >= 500 and error.status != 503
-    return True
+    return not isinstance(error, CredentialsUnavailable)  # not sent at all
 
 
 def _why(error: OSError) -> str:

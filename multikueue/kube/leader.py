@@ -14,12 +14,11 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
-import aiohttp
 import anyio
 import structlog
 
-from multikueue.kube.client import ApiClient
-from multikueue.kube.errors import ApiError, NotFound, describe
+from multikueue.kube.client import RETRIED, ApiClient
+from multikueue.kube.errors import NotFound, describe
 
 log = structlog.get_logger(__name__)
 
@@ -71,7 +70,7 @@ class Election:
         """One attempt; ``False`` when the Lease is another's, a write lost a race, or the API did not answer."""
         try:
             return await self._attempt()
-        except (ApiError, aiohttp.ClientError, TimeoutError, OSError) as e:
+        except RETRIED as e:
             log.warning(
                 "leader lease not acquired or renewed", lease=f"{self.namespace}/{self.name}", error=describe(e)
             )

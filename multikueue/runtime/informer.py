@@ -18,10 +18,10 @@ from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-import aiohttp
 import anyio
 import structlog
 
+from multikueue.kube.client import TRANSIENT
 from multikueue.kube.errors import ApiError, Busy, Gone, Refused, describe
 from multikueue.runtime.workqueue import Backoff
 
@@ -62,6 +62,7 @@ IndexFunction = Callable[[Object], Iterable[Hashable]]
 """The values an object is found under in one index (client-go's ``IndexFunc``): e.g. its controller owner's UID."""
 _RETRY = Backoff(base=0.5, factor=2, cap=30)
 BUSY_RETRY_MAX = 5.0
+_TRANSIENT_OR_UNREADABLE: tuple[type[Exception], ...] = (*TRANSIENT, ValueError)  # ValueError: a garbled stream
 
 
 def retry_delay(error: BaseException, failures: int, backoff: Backoff) -> float:
@@ -179,7 +180,7 @@ class Informer:
                 if isinstance(e, Refused):  # a broken request will not heal by resuming the watch
                     self.resource_version = None
                 failures = await self._pause(retry_delay(e, failures, self.backoff), failures)
-            except (aiohttp.ClientError, TimeoutError, OSError, ValueError) as e:
+            except _TRANSIENT_OR_UNREADABLE as e:
                 failures += 1
                 self._failed(e)
                 failures = await self._pause(retry_delay(e, failures, self.backoff), failures)

@@ -9,15 +9,17 @@ import sys
 from pathlib import Path
 from types import TracebackType
 
+import anyio
 import pytest
 from kubernetes_asyncio import client as k8s_client
 
-from multikueue.kube import events
+from multikueue.kube import events, leader
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig, rate_limit
 from multikueue.kube.errors import Forbidden, NotFound, Unauthorized, summary
 from multikueue.testing import TestBed
 from multikueue.testing.accounts import mint_service_account_kubeconfig
 from multikueue.testing.client import k8s
+from multikueue.testing.waiting import eventually
 
 
 class CountingLimiter:
@@ -147,3 +149,65 @@ async def test_impersonation_in_the_kubeconfig_is_who_the_server_authorises(test
     assert user["groups"] == ["team-a", "system:authenticated"]
     assert user["extra"] == {"scopes": ["read", "view"]}
     assert 'User "jane" cannot list resource "secrets"' in summary(refused.value).message
+
+
+PLUGIN = """
+import datetime, json, pathlib, sys
+state = pathlib.Path(sys.argv[1])
+failed = int((state / "failed").read_text() or 0) if (state / "failed").exists() else 0
+if (state / "fail").exists() and failed < 2:  # fails twice once asked to, then works again
+    (state / "failed").write_text(str(failed + 1))
+    sys.exit("the identity provider did not answer")
+now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+print(json.dumps({"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",
+                  "status": {"clientCertificateData": (state / "crt").read_text(),
+                             "clientKeyData": (state / "key").read_text(), "expirationTimestamp": now}}))
+"""
+
+
+async def test_a_leader_keeps_its_lease_when_its_exec_plugin_fails_for_a_moment(
+    testbed: TestBed, namespace: str, tmp_path: Path
+) -> None:
+    """The plugin hands out the admin's certificate, asked again on every request (its credential expires at once),
+    and fails twice while the leader renews: each failure is a renewal attempt that failed (retried within the renew
+    deadline), not an error that ends the election."""
+    cluster = testbed.cluster("worker1")
+    cluster.admin.write(tmp_path, "")
+    (tmp_path / ".crt").rename(tmp_path / "crt")
+    (tmp_path / ".key").rename(tmp_path / "key")
+    kubeconfig = cluster.kubeconfig
+    kubeconfig["users"][0]["user"] = {
+        "exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable,
+                 "args": ["-c", PLUGIN, str(tmp_path)]},
+    }  # fmt: skip
+    acquired, lost = anyio.Event(), anyio.Event()
+
+    async def on_acquired() -> None:
+        acquired.set()
+
+    async def on_lost() -> None:
+        lost.set()
+
+    lease = f"/apis/coordination.k8s.io/v1/namespaces/{namespace}/leases/plugin-lease"
+    async with await api_client_from_kubeconfig(kubeconfig) as api, anyio.create_task_group() as tg:
+        tg.start_soon(lambda: leader.contend(
+            api, namespace=namespace, name="plugin-lease", identity="a", lease_duration=6, renew_deadline=4,
+            retry_period=0.3, on_acquired=on_acquired, on_lost=on_lost,
+        ))  # fmt: skip
+        with anyio.fail_after(30):
+            await acquired.wait()
+        (tmp_path / "fail").touch()
+        await eventually(lambda: _read(tmp_path / "failed"), until=lambda n: n == "2", what="two failed plugin runs")
+        renewed_before = (await api.request("GET", lease))["spec"]["renewTime"]
+        await eventually(
+            lambda: api.request("GET", lease),
+            until=lambda held: held["spec"]["renewTime"] > renewed_before,
+            what="a renewal after the failures",
+        )
+        assert not lost.is_set(), "the lease was given up"
+        tg.cancel_scope.cancel()
+
+
+async def _read(path: Path) -> str:
+    file = anyio.Path(path)
+    return await file.read_text() if await file.exists() else ""

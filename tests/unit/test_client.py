@@ -14,7 +14,7 @@ import yaml
 
 from multikueue.kube.client import ApiClient, rate_limit
 from multikueue.kube.credentials import Credentials
-from multikueue.kube.errors import KubeconfigError
+from multikueue.kube.errors import CredentialsUnavailable, KubeconfigError
 from multikueue.kube.kubeconfig import (
     ClusterAccess,
     ExecPlugin,
@@ -217,7 +217,8 @@ async def test_an_exec_plugin_runs_once_until_its_credential_expires_or_the_serv
     ],
 )  # fmt: skip
 async def test_an_exec_plugin_that_fails_is_one_line(plugin: ExecPlugin, message: str) -> None:
-    with pytest.raises(KubeconfigError) as raised:
+    """A retryable error of its own (no credential just now), never a configuration error that ends a process."""
+    with pytest.raises(CredentialsUnavailable) as raised:
         await Credentials(ClusterAccess(server="http://k:80", exec=plugin)).authorization()
     assert message in str(raised.value)
     assert "\n" not in str(raised.value)
