@@ -52,6 +52,7 @@ class Dispatcher:
         self.process: subprocess.Popen[bytes] | None = None
         self.cpu_before_restarts = 0.0
         self.peak_rss = 0
+        self.exits: list[int] = []  # exit codes of the times it ended by itself
 
     def start(self) -> None:
         Dispatcher.started.append(self)
@@ -71,6 +72,9 @@ class Dispatcher:
 
     def kill(self) -> None:
         assert self.process is not None
+        if self.process.poll() is not None:  # it ended by itself: a finding, kept for the result
+            self.exits.append(self.process.returncode)
+            return
         self.rss()
         self.cpu_before_restarts = self.cpu_seconds()
         self.process.send_signal(signal.SIGKILL)

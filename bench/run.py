@@ -666,6 +666,7 @@ def _result(setup: Setup, before: Before, d: Dispatched, after: After) -> dict[s
         "seed": args.seed,
         "faults_injected": setup.faults.counts() if setup.faults is not None else {},
         "fault_log": setup.faults.log if setup.faults is not None else [],
+        "dispatcher_exited_by_itself": setup.dispatcher.exits if isinstance(setup.dispatcher, Dispatcher) else [],
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
     }
 

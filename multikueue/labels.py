@@ -72,6 +72,9 @@ WORKER_IDENTITY_ANNOTATION = "multikueue.x-k8s.io/worker-identity"
 """On a MultiKueueCluster: the UID of the worker's ``kube-system`` namespace this controller first connected to. A
 kubeconfig that later leads to another cluster is refused while it differs."""
 
+CREDENTIALS_EXPIRY_ANNOTATION = "multikueue.x-k8s.io/credentials-expire-at"
+"""On a MultiKueueCluster: when the credential used for the worker stops working (RFC 3339), as it says itself."""
+
 MANAGER_ONLY_ANNOTATIONS = (
     "kubectl.kubernetes.io/last-applied-configuration",  # holds the manager's whole object, managedBy included
     PLACEMENT_WORKER,

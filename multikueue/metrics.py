@@ -86,6 +86,15 @@ class Metrics:
         self.worker_connected = Gauge(
             "multikueue_worker_connected", "1 while the worker's watches are established.", ["cluster"], registry=r
         )
+        self.credentials_expiry = Gauge(
+            "multikueue_worker_credentials_expiry_timestamp_seconds",
+            "When the credential this controller uses for the worker stops working (seconds since the epoch), as "
+            "the credential says: a token's exp, a client certificate's notAfter, an exec credential's "
+            "expirationTimestamp. renewable: fetched again on its own (exec plugin, tokenFile), or fixed in the "
+            "kubeconfig Secret until replaced.",
+            ["cluster", "renewable"],
+            registry=r,
+        )
         self.api_errors = Counter(
             "multikueue_api_errors_total",
             "Failed requests, per cluster ('manager' or the worker's name) and HTTP status (or 'connection'); "

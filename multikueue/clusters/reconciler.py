@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import datetime
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -29,7 +30,7 @@ from multikueue.clusters.kubeconfig import BAD_KUBECONFIG, KubeconfigRejected, v
 from multikueue.config import Configuration
 from multikueue.kube import conditions
 from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, Objects
-from multikueue.labels import WORKER_IDENTITY_ANNOTATION
+from multikueue.labels import CREDENTIALS_EXPIRY_ANNOTATION, WORKER_IDENTITY_ANNOTATION
 from multikueue.metrics import Metrics
 from multikueue.runtime.controller import Result
 from multikueue.runtime.informer import Informer, ObjectKey
@@ -137,6 +138,7 @@ class ClusterReconciler:
             return Result()  # the informers retry by themselves and report back when connected
         # On every pass until written: a first write that failed (a conflict, RBAC) is retried with the pass.
         cluster = await self._record_identity(cluster, connection)
+        cluster = await self._record_expiry(cluster, connection)
         if connection.kind_errors:
             before = set(connection.resources)
             await connection.refresh_kinds()
@@ -259,6 +261,36 @@ class ClusterReconciler:
         self.clusters.remember(result)
         return result
 
+    async def _record_expiry(self, cluster: Object, connection: WorkerConnection) -> Object:
+        """When the worker's credential stops working, where an operator looks: the MultiKueueCluster's annotation
+        (written when it changes) and the metric; the MultiKueueCluster as it now is."""
+        if connection.api is None:
+            return cluster
+        credentials, meta = connection.api.credentials, cluster["metadata"]
+        expires = credentials.expiry()
+        if self.metrics is not None:
+            self._forget_expiry(meta["name"])
+            if expires is not None:
+                self.metrics.credentials_expiry.labels(meta["name"], str(credentials.renewable).lower()).set(expires)
+        text = (
+            None
+            if expires is None
+            else datetime.datetime.fromtimestamp(expires, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        )
+        if (meta.get("annotations") or {}).get(CREDENTIALS_EXPIRY_ANNOTATION) == text:
+            return cluster
+        patch = {"metadata": {"annotations": {CREDENTIALS_EXPIRY_ANNOTATION: text},
+                              "resourceVersion": meta["resourceVersion"]}}  # fmt: skip
+        result = await self.manager.patch(meta["name"], patch)
+        self.clusters.remember(result)
+        return result
+
+    def _forget_expiry(self, name: str) -> None:
+        assert self.metrics is not None
+        for renewable in ("true", "false"):
+            with contextlib.suppress(KeyError):
+                self.metrics.credentials_expiry.remove(name, renewable)
+
     def _api_error_counter(self, name: str) -> Callable[[str], None] | None:
         if self.metrics is None:
             return None
@@ -275,6 +307,7 @@ class ClusterReconciler:
         if self.metrics is not None:
             with contextlib.suppress(KeyError):
                 self.metrics.worker_connected.remove(name)
+            self._forget_expiry(name)
         connection = self.connections.pop(name, None)
         if connection is not None:
             await connection.close()

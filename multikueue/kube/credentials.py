@@ -18,6 +18,7 @@ from pathlib import Path
 
 import anyio
 
+from multikueue.kube import expiry
 from multikueue.kube.errors import CredentialsUnavailable, KubeconfigError
 from multikueue.kube.kubeconfig import ClusterAccess, ExecPlugin
 
@@ -77,6 +78,21 @@ class Credentials:
             self._header = "Basic " + base64.b64encode(":".join(access.basic).encode()).decode()
         self._expires = float("inf") if self._header or not (access.token_file or access.exec) else 0.0
         self._lock = anyio.Lock()
+        self._fetched_expiry: float | None = None  # of the credential a tokenFile or an exec plugin gave last
+
+    def expiry(self) -> float | None:
+        """When the credential in use stops working (seconds since the epoch), ``None`` if it does not say."""
+        static = expiry.earliest(
+            expiry.token_expiry(self.access.token) if self.access.token else None,
+            expiry.certificate_expiry(self.access.client_certificate) if self.access.client_certificate else None,
+        )
+        return expiry.earliest(static, self._fetched_expiry)
+
+    @property
+    def renewable(self) -> bool:
+        """Whether the credential is fetched again on its own (a tokenFile rotated by its writer, an exec plugin),
+        rather than fixed in the kubeconfig until someone replaces it."""
+        return bool(self.access.token_file or self.access.exec)
 
     def expire(self) -> None:
         """The server answered 401: a file or plugin credential is read again before the next request."""
@@ -100,6 +116,7 @@ class Credentials:
                     f"tokenFile {self.access.token_file!r} cannot be read: {e.strerror}"
                 ) from None
             self._header, self._expires = f"Bearer {token}", time.monotonic() + TOKEN_FILE_REFRESH
+            self._fetched_expiry = expiry.token_expiry(token)
         elif self.access.exec:
             await self._run_plugin(self.access.exec)
 
@@ -124,6 +141,12 @@ class Credentials:
                 raise CredentialsUnavailable(f"exec plugin {plugin.command!r}: {e}") from None
         self._header = f"Bearer {status['token']}" if status.get("token") else None
         self._expires = _expiry(status.get("expirationTimestamp"))
+        certificate = str(status.get("clientCertificateData") or "").encode()
+        self._fetched_expiry = expiry.earliest(
+            expiry.timestamp_expiry(status.get("expirationTimestamp")),
+            expiry.token_expiry(str(status["token"])) if status.get("token") else None,
+            expiry.certificate_expiry(certificate) if certificate else None,
+        )
 
 
 def _exec_status(stdout: bytes, command: str) -> dict[str, object]:

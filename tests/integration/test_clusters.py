@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import base64
+import datetime
+import json
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
@@ -9,6 +12,7 @@ from typing import Any
 import anyio
 import pytest
 import yaml
+from cryptography import x509
 from kubernetes_asyncio import client as k8s_client
 
 from multikueue.config import Configuration, parse_configuration
@@ -16,7 +20,8 @@ from multikueue.controllers import ConfigSource, Controllers, load_configuration
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import ADMISSION_CHECKS, MULTIKUEUE_CLUSTERS, MULTIKUEUE_CONFIGS, Objects
 from multikueue.testing import TestBed, kueue
-from multikueue.testing.client import k8s
+from multikueue.testing.accounts import mint_service_account_kubeconfig
+from multikueue.testing.client import k8s, raw_body
 from multikueue.testing.waiting import eventually
 
 CONTROLLER = "multikueue.x-k8s.io/external-dispatcher"
@@ -385,3 +390,54 @@ async def test_two_multikueueclusters_for_one_worker_are_refused(testbed: TestBe
     refused = await h.active("worker1-again", status="False", reason="DuplicateCluster")
     assert f'leads to the cluster MultiKueueCluster "{h.name("worker1")}" already connects to' in refused["message"]
     await h.active("worker1", status="True", reason="Active")
+
+
+async def test_when_a_workers_credential_expires_is_on_its_multikueuecluster_and_in_the_metric(
+    testbed: TestBed, harness: Any, worker1_api: ApiClient, namespace: str
+) -> None:
+    """A ServiceAccount token (the TokenRequest API's, as connect-worker.sh mints it) and a client certificate: each
+    worker's MultiKueueCluster carries when its credential stops working, as the credential says, and so does the
+    metric, marked not renewable (fixed in the Secret until someone replaces it)."""
+    h = await harness()
+    minted = await mint_service_account_kubeconfig(worker1_api, testbed.cluster("worker1"), namespace=namespace,
+                                                   name="dispatcher", expiration_seconds=7200)  # fmt: skip
+    rbac: Any = k8s_client.RbacAuthorizationV1Api(k8s(worker1_api))
+    binding = f"{namespace}-dispatcher"
+    await rbac.create_cluster_role_binding(raw_body({
+        "metadata": {"name": binding},
+        "subjects": [{"kind": "ServiceAccount", "name": "dispatcher", "namespace": namespace}],
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+    }))  # fmt: skip
+    try:
+        await h.put_secret("w1", minted)
+        await h.add_cluster("worker1", "w1")
+        await h.put_secret("w2", testbed.cluster("worker2").kubeconfig)
+        await h.add_cluster("worker2", "w2")
+        token = minted["users"][0]["user"]["token"]
+        claims = json.loads(base64.urlsafe_b64decode(token.split(".")[1] + "=="))
+        certificate = x509.load_pem_x509_certificate(testbed.cluster("worker2").admin.cert_pem)
+        expected = {
+            "worker1": float(claims["exp"]),
+            "worker2": certificate.not_valid_after_utc.replace(microsecond=0).timestamp(),
+        }
+        for short, expires in expected.items():
+            await h.active(short, status="True")
+            text = datetime.datetime.fromtimestamp(expires, datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+            await eventually(
+                lambda s=short: h.clusters.get(h.name(s)),  # type: ignore[misc]
+                until=lambda c, t=text: (
+                    (c["metadata"].get("annotations") or {}).get(  # type: ignore[misc]
+                        "multikueue.x-k8s.io/credentials-expire-at"
+                    )
+                    == t
+                ),
+                what=f"{short}'s expiry on its MultiKueueCluster",
+            )
+            assert h.manager is not None
+            sample = h.manager.metrics.registry.get_sample_value(
+                "multikueue_worker_credentials_expiry_timestamp_seconds",
+                {"cluster": h.name(short), "renewable": "false"},
+            )
+            assert sample == expires, (short, sample, expires)
+    finally:
+        await rbac.delete_cluster_role_binding(binding)
