@@ -29,10 +29,12 @@ from multikueue.kube.resources import (
     Resource,
 )
 from multikueue.testing.client import k8s, raw_body
+from multikueue.testing.objects import pipelinerun
 
 Object = dict[str, Any]
 API_VERSION = "kueue.x-k8s.io/v1beta2"
 MANAGED_BY = "kueue.x-k8s.io/multikueue"
+PIPELINERUNS = Resource("tekton.dev", "v1", "pipelineruns", "PipelineRun")
 DEFAULT_FLAVOR = "default"  # the flavor the played admissions name
 # Read by real Kueue only (the dispatcher never touches them): for beds where Kueue's scheduler runs.
 CLUSTER_QUEUES = Resource(KUEUE, "v1beta2", "clusterqueues", "ClusterQueue", namespaced=False)
@@ -137,6 +139,18 @@ async def reserve_quota(api: ApiClient, name: str, namespace: str, *, checks: li
         return {**_reserved(workload, queue), "admissionChecks": pending}
 
     return await _patch_status(api, name, namespace, change)
+
+
+async def submit_pipelinerun(api: ApiClient, namespace: str, name: str, *, check: str, queued: bool = False) -> str:
+    """A PipelineRun handed to MultiKueue on the manager, the Workload its integration (tekton-kueue) would create
+    for it, and its quota reserved (``check`` Pending); the Workload's name. ``queued``: with the queue-name label."""
+    body = pipelinerun(name, labels={"kueue.x-k8s.io/queue-name": "user-queue"} if queued else None)
+    body["spec"]["managedBy"] = MANAGED_BY
+    run = await Objects(api, PIPELINERUNS).create(body, namespace)
+    workload = await Objects(api, WORKLOADS).create(workload_for(run), namespace)
+    wl_name: str = workload["metadata"]["name"]
+    await reserve_quota(api, wl_name, namespace, checks=[check])
+    return wl_name
 
 
 async def pending(api: ApiClient, name: str, namespace: str, message: str) -> Object:

@@ -15,7 +15,6 @@ from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import WORKLOADS, Objects, Resource
 from multikueue.testing import TestBed, kueue
 from multikueue.testing.client import k8s
-from multikueue.testing.objects import pipelinerun
 from multikueue.testing.testbed import free_port
 from multikueue.testing.waiting import eventually
 from tests.integration.controller import run_argv
@@ -41,16 +40,6 @@ async def _reconciled(port: int) -> float:
         if line.startswith('multikueue_workqueue_wait_seconds_count{controller="multikueue_workload"}'):
             return float(line.split()[-1])
     return 0.0
-
-
-async def _submit(api: ApiClient, namespace: str, name: str, check: str) -> str:
-    body = pipelinerun(name)
-    body["spec"]["managedBy"] = kueue.MANAGED_BY
-    run = await Objects(api, PIPELINERUNS).create(body, namespace)
-    workload = await Objects(api, WORKLOADS).create(kueue.workload_for(run), namespace)
-    wl_name: str = workload["metadata"]["name"]
-    await kueue.reserve_quota(api, wl_name, namespace, checks=[check])
-    return wl_name
 
 
 async def test_the_standby_takes_over_when_the_leader_dies(
@@ -97,7 +86,7 @@ async def test_the_standby_takes_over_when_the_leader_dies(
         processes["b"] = await anyio.open_process(replica("b"), stdout=log, stderr=subprocess.STDOUT)
         await eventually(lambda: _reconciled(ports["b"]), until=lambda n: n == 0, what="b serving as standby")
 
-        first = await _submit(manager_api, namespace, "first", names["check"])
+        first = await kueue.submit_pipelinerun(manager_api, namespace, "first", check=names["check"])
         await eventually(lambda: Objects(worker1_api, WORKLOADS).get(first, namespace), what="first dispatched")
         assert await _reconciled(ports["b"]) == 0, "the standby must not reconcile"
         assert await _reconciled(ports["a"]) > 0
@@ -109,7 +98,7 @@ async def test_the_standby_takes_over_when_the_leader_dies(
             lambda: _holder(manager_api, namespace), until=lambda h: h == "b", timeout=60, what="b takes the lease"
         )
 
-        second = await _submit(manager_api, namespace, "second", names["check"])
+        second = await kueue.submit_pipelinerun(manager_api, namespace, "second", check=names["check"])
         await eventually(lambda: Objects(worker1_api, WORKLOADS).get(second, namespace), what="second dispatched")
         assert await _reconciled(ports["b"]) > 0
         for workload, run in ((first, "first"), (second, "second")):

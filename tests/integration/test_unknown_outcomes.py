@@ -25,7 +25,7 @@ from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import WORKLOADS, Objects, Resource
 from multikueue.testing import TestBed, kueue
 from multikueue.testing.apiproxy import ApiProxy
-from multikueue.testing.objects import pipelinerun, running_status
+from multikueue.testing.objects import running_status
 from multikueue.testing.waiting import eventually
 from tests.integration.controller import run_argv
 
@@ -114,16 +114,6 @@ async def _bed_with_a_proxied_worker1(
             await kueue.multikueue_teardown(manager_api, names)
 
 
-async def _submit(manager_api: ApiClient, namespace: str, check: str) -> str:
-    body = pipelinerun(RUN, labels={"kueue.x-k8s.io/queue-name": "user-queue"})
-    body["spec"]["managedBy"] = kueue.MANAGED_BY
-    run = await Objects(manager_api, PIPELINERUNS).create(body, namespace)
-    workload = await Objects(manager_api, WORKLOADS).create(kueue.workload_for(run), namespace)
-    name: str = workload["metadata"]["name"]
-    await kueue.reserve_quota(manager_api, name, namespace, checks=[check])
-    return name
-
-
 @pytest.mark.parametrize("leader", ["kept", "killed in the window"])
 async def test_a_create_whose_answer_is_lost_keeps_the_run_on_its_worker(
     leader: str,
@@ -145,7 +135,7 @@ async def test_a_create_whose_answer_is_lost_keeps_the_run_on_its_worker(
         w1, w2, check = names["worker1"], names["worker2"], names["check"]
         proxy.withhold("POST", "/pipelineruns")
         await dispatcher.start()
-        wl_name = await _submit(manager_api, namespace, check)
+        wl_name = await kueue.submit_pipelinerun(manager_api, namespace, RUN, check=check, queued=True)
         for api in (worker1_api, worker2_api):
             await eventually(lambda a=api: Objects(a, WORKLOADS).get(wl_name, namespace), what="copied")  # type: ignore[misc]
         await kueue.admit(worker1_api, wl_name, namespace)
