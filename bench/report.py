@@ -17,6 +17,8 @@ def row_label(r: dict[str, Any]) -> str:
     if r.get("dispatcher") == "kueue":
         return "Kueue's own MultiKueue"
     text = str(r["mode"]) + (" +faults" if r.get("faults") else "") + (" backlog" if r.get("backlog") else "")
+    text += " fault soak" if r.get("faults_injected") and not r.get("faults") else ""
+    text += f" {r['rate_per_s']:g}/s" if r.get("rate_per_s") else ""
     text += f" {r['shards']} shards" if r.get("shards", 1) > 1 else ""
     text += " (cores split)" if r.get("split_cores") else ""
     return text + (" (real Kueue)" if r.get("kueue") == "real" else "")
@@ -37,6 +39,7 @@ COLUMNS = (
     ("requests/object: manager", lambda r: f"{r['requests_per_object'].get('manager', 0):.2f}"),
     ("busiest worker", lambda r: f"{max(v for k, v in r['requests_per_object'].items() if k != 'manager'):.2f}"),
     ("copies > 1", lambda r: r["objects_created_more_than_once"]),
+    ("runs on 2 workers", lambda r: r.get("runs_on_two_workers", "-")),
 )
 
 

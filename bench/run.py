@@ -663,6 +663,7 @@ def _result(setup: Setup, before: Before, d: Dispatched, after: After) -> dict[s
         "runs_on_two_workers": sum(1 for seen in run.workers_of.values() if len(seen) > 1),
         "race": args.race,
         "rate_per_s": args.rate,
+        "fault_interval_s": args.fault_interval,
         "seed": args.seed,
         "faults_injected": setup.faults.counts() if setup.faults is not None else {},
         "fault_log": setup.faults.log if setup.faults is not None else [],

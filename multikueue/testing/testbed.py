@@ -177,6 +177,7 @@ class TestBed:
         self.apiserver_args = tuple(apiserver_args)
         self.progress = progress
         self.workdir: Path | None = None
+        self.ca: CertificateAuthority | None = None
         self.etcd: processes.ManagedProcess | None = None
         self.etcd_port = 0
         self.clusters: dict[str, Cluster] = {}
@@ -203,7 +204,7 @@ class TestBed:
             self.progress(f"removed {stale}, left by a test bed whose process is gone")
         self.workdir = Path(tempfile.mkdtemp(prefix=WORKDIR_PREFIX, dir=self.base_dir))
         processes.claim_workdir(self.workdir)
-        ca = CertificateAuthority()
+        ca = self.ca = CertificateAuthority()  # kept: a test issues client certificates of its own
         for name in self.cluster_names:
             self.clusters[name] = self._prepare_cluster(name, ca)
         self._start_etcd()

@@ -211,3 +211,32 @@ async def test_a_leader_keeps_its_lease_when_its_exec_plugin_fails_for_a_moment(
 async def _read(path: Path) -> str:
     file = anyio.Path(path)
     return await file.read_text() if await file.exists() else ""
+
+
+async def test_a_new_client_certificate_from_the_exec_plugin_is_the_one_used_next(
+    testbed: TestBed, tmp_path: Path
+) -> None:
+    """The plugin's credential expires at once, so it runs before every request; when it hands out another client
+    certificate, the next request (on the same client, its pool warm) is made as that identity, not over a pooled
+    connection made with the old one."""
+    cluster = testbed.cluster("worker1")
+    assert testbed.ca is not None
+    cluster.admin.write(tmp_path, "admin")
+    testbed.ca.issue("jane", organizations=("team-a",), client=True).write(tmp_path, "jane")
+    for suffix in ("crt", "key"):
+        (tmp_path / suffix).symlink_to(tmp_path / f"admin.{suffix}")
+    kubeconfig = cluster.kubeconfig
+    kubeconfig["users"][0]["user"] = {
+        "exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable,
+                 "args": ["-c", PLUGIN, str(tmp_path)]},
+    }  # fmt: skip
+    review = {"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}
+    path = "/apis/authentication.k8s.io/v1/selfsubjectreviews"
+    async with await api_client_from_kubeconfig(kubeconfig) as api:
+        first = await api.request("POST", path, body=review)
+        for suffix in ("crt", "key"):
+            (tmp_path / suffix).unlink()
+            (tmp_path / suffix).symlink_to(tmp_path / f"jane.{suffix}")
+        second = await api.request("POST", path, body=review)
+    assert first["status"]["userInfo"]["username"] == "admin"
+    assert second["status"]["userInfo"]["username"] == "jane"
