@@ -121,7 +121,10 @@ class Credentials:
             await self._run_plugin(self.access.exec)
 
     async def _run_plugin(self, plugin: ExecPlugin) -> None:
-        info = {"apiVersion": plugin.api_version, "kind": "ExecCredential", "spec": {"interactive": False}}
+        info: dict[str, object] = {"apiVersion": plugin.api_version, "kind": "ExecCredential",
+                                    "spec": {"interactive": False}}  # fmt: skip
+        if plugin.cluster_info is not None:
+            info["spec"] = {"interactive": False, "cluster": json.loads(plugin.cluster_info)}
         env = {**os.environ, **dict(plugin.env), "KUBERNETES_EXEC_INFO": json.dumps(info)}
         hint = f" ({plugin.install_hint})" if plugin.install_hint else ""
         try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import os
 import urllib.parse
 from dataclasses import dataclass, field
@@ -36,6 +37,9 @@ class ExecPlugin:
     env: tuple[tuple[str, str], ...] = ()
     api_version: str = "client.authentication.k8s.io/v1"
     install_hint: str = ""
+    # provideClusterInfo: the cluster's connection details (and its exec extension's config, as JSON) go to the
+    # plugin in KUBERNETES_EXEC_INFO's spec.cluster, for plugins that mint a credential per cluster.
+    cluster_info: str | None = None
 
 
 @dataclass(frozen=True)
@@ -107,7 +111,28 @@ def _inline_or_file(entry: dict[str, Any], key: str, where: str) -> bytes | None
         raise KubeconfigError(f"kubeconfig: {where}.{key} {path!r} cannot be read: {e.strerror}") from None
 
 
-def _exec_plugin(spec: Any, where: str) -> ExecPlugin:
+EXEC_EXTENSION = "client.authentication.k8s.io/exec"
+"""A cluster's ``extensions`` entry whose ``extension`` is handed to an exec plugin as ``spec.cluster.config``."""
+
+
+def _cluster_info(cluster: dict[str, Any], ca: bytes | None) -> str:
+    """``spec.cluster`` of an ``ExecCredential`` (client-go's ``clientauthentication.Cluster``), as JSON."""
+    info: dict[str, Any] = {"server": str(cluster.get("server") or "")}
+    if cluster.get("tls-server-name"):
+        info["tls-server-name"] = str(cluster["tls-server-name"])
+    if cluster.get("insecure-skip-tls-verify"):
+        info["insecure-skip-tls-verify"] = True
+    if ca:
+        info["certificate-authority-data"] = base64.b64encode(ca).decode()
+    if cluster.get("proxy-url"):
+        info["proxy-url"] = str(cluster["proxy-url"])
+    for entry in cluster.get("extensions") or []:
+        if isinstance(entry, dict) and entry.get("name") == EXEC_EXTENSION:
+            info["config"] = entry.get("extension")
+    return json.dumps(info, sort_keys=True)
+
+
+def _exec_plugin(spec: Any, where: str, cluster_info: str | None = None) -> ExecPlugin:
     if not isinstance(spec, dict) or not spec.get("command"):
         raise KubeconfigError(f"kubeconfig: {where}.exec.command is required")
     env = spec.get("env") or []
@@ -124,6 +149,7 @@ def _exec_plugin(spec: Any, where: str) -> ExecPlugin:
         env=tuple((str(e["name"]), str(e.get("value", ""))) for e in env),
         api_version=str(spec.get("apiVersion") or "client.authentication.k8s.io/v1"),
         install_hint=str(spec.get("installHint") or ""),
+        cluster_info=cluster_info if spec.get("provideClusterInfo") else None,
     )
 
 
@@ -162,7 +188,7 @@ def _impersonation(user: dict[str, Any], where: str) -> Impersonation | None:
     )
 
 
-def _user(user: dict[str, Any], where: str) -> dict[str, Any]:
+def _user(user: dict[str, Any], where: str, cluster_info: str | None = None) -> dict[str, Any]:
     if user.get("auth-provider"):
         _auth_provider(user, where)
     fields: dict[str, Any] = {
@@ -170,7 +196,7 @@ def _user(user: dict[str, Any], where: str) -> dict[str, Any]:
         "client_key": _inline_or_file(user, "client-key", where),
         "token": str(user["token"]) if user.get("token") else None,
         "token_file": str(user["tokenFile"]) if user.get("tokenFile") else None,
-        "exec": _exec_plugin(user["exec"], where) if user.get("exec") else None,
+        "exec": _exec_plugin(user["exec"], where, cluster_info) if user.get("exec") else None,
         "impersonate": _impersonation(user, where),
     }
     if bool(fields["client_certificate"]) != bool(fields["client_key"]):
@@ -201,7 +227,10 @@ def access_from_kubeconfig(config: dict[str, Any], *, context: str | None = None
     proxy = str(cluster["proxy-url"]) if cluster.get("proxy-url") else None
     if proxy is not None and urllib.parse.urlsplit(proxy).scheme not in ("http", "https"):
         raise KubeconfigError(f"kubeconfig: {where}.proxy-url {proxy!r} is not supported: an http(s) proxy only")
-    user = _user(_named(config, "users", str(ctx["user"])), f"users[{ctx['user']}].user") if ctx.get("user") else {}
+    user: dict[str, Any] = {}
+    if ctx.get("user"):
+        where_user = f"users[{ctx['user']}].user"
+        user = _user(_named(config, "users", str(ctx["user"])), where_user, _cluster_info(cluster, ca))
     return ClusterAccess(
         server=server.rstrip("/"),
         ca=ca.decode(errors="replace") if ca else None,

@@ -15,7 +15,7 @@ from kubernetes_asyncio import client as k8s_client
 
 from multikueue.kube import events, leader
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig, rate_limit
-from multikueue.kube.errors import Forbidden, NotFound, Unauthorized, summary
+from multikueue.kube.errors import CredentialsUnavailable, Forbidden, NotFound, Unauthorized, summary
 from multikueue.testing import TestBed
 from multikueue.testing.accounts import mint_service_account_kubeconfig
 from multikueue.testing.client import k8s
@@ -240,3 +240,36 @@ async def test_a_new_client_certificate_from_the_exec_plugin_is_the_one_used_nex
         second = await api.request("POST", path, body=review)
     assert first["status"]["userInfo"]["username"] == "admin"
     assert second["status"]["userInfo"]["username"] == "jane"
+
+
+CLUSTER_PLUGIN = """
+import json, os, pathlib, sys
+cluster = json.loads(os.environ["KUBERNETES_EXEC_INFO"])["spec"].get("cluster") or {}
+if cluster.get("server") != sys.argv[2] or cluster.get("config") != {"audience": "workers"}:
+    sys.exit(f"no credential for cluster {cluster}")
+state = pathlib.Path(sys.argv[1])
+print(json.dumps({"apiVersion": "client.authentication.k8s.io/v1", "kind": "ExecCredential",
+                  "status": {"clientCertificateData": (state / "admin.crt").read_text(),
+                             "clientKeyData": (state / "admin.key").read_text()}}))
+"""
+
+
+async def test_an_exec_plugin_with_provide_cluster_info_is_told_which_cluster(testbed: TestBed, tmp_path: Path) -> None:
+    """``provideClusterInfo: true``: the plugin gets the cluster's server, CA and its exec extension's config in
+    KUBERNETES_EXEC_INFO (here it hands out a credential only for that cluster, as per-cluster token minters do)."""
+    cluster = testbed.cluster("worker1")
+    cluster.admin.write(tmp_path, "admin")
+    kubeconfig = cluster.kubeconfig
+    kubeconfig["clusters"][0]["cluster"]["extensions"] = [
+        {"name": "client.authentication.k8s.io/exec", "extension": {"audience": "workers"}}
+    ]
+    kubeconfig["users"][0]["user"] = {
+        "exec": {"apiVersion": "client.authentication.k8s.io/v1", "command": sys.executable,
+                 "args": ["-c", CLUSTER_PLUGIN, str(tmp_path), cluster.url], "provideClusterInfo": True},
+    }  # fmt: skip
+    async with await api_client_from_kubeconfig(kubeconfig) as api:
+        assert (await api.request("GET", "/version"))["major"] == "1"
+    kubeconfig["users"][0]["user"]["exec"]["provideClusterInfo"] = False
+    async with await api_client_from_kubeconfig(kubeconfig) as api:
+        with pytest.raises(CredentialsUnavailable, match="no credential for cluster"):
+            await api.request("GET", "/version")
