@@ -44,6 +44,9 @@ TRANSIENT: tuple[type[Exception], ...] = (CredentialsUnavailable, *NO_ANSWER)
 RETRIED: tuple[type[Exception], ...] = (ApiError, *TRANSIENT)
 """Every way a request through this client fails that a controller retries (with backoff) rather than stops on."""
 
+FD_IN_USE = "File descriptor "
+"""How uvloop's ``RuntimeError`` for a connect on a descriptor still mapped to a transport begins."""
+
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
@@ -163,6 +166,14 @@ class ApiClient:
             if self.on_error is not None:
                 self.on_error("connection")
             raise
+        except RuntimeError as e:
+            if not str(e).startswith(FD_IN_USE):
+                raise
+            # uvloop can hand a new socket a descriptor its loop still maps to a closing transport (uvloop#653,
+            # open): the connection failed, and is retried as one; uncaught, it ended the process (fault soak).
+            if self.on_error is not None:
+                self.on_error("connection")
+            raise aiohttp.ClientConnectionError(f"connection failed: {e}") from e
         if response.status >= 400:
             try:
                 answer = await response.read()

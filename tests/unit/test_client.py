@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import pytest
 import yaml
 
@@ -247,3 +248,28 @@ def test_a_kubeconfig_file_resolves_its_relative_paths_and_a_kubeconfig_list_mer
             read_kubeconfig(str(tmp_path / "bad.yaml"))
     with pytest.raises(KubeconfigError, match="cannot be read: No such file or directory"):
         read_kubeconfig(str(tmp_path / "missing.yaml"))
+
+
+async def test_uvloops_descriptor_reuse_on_connect_is_a_failed_connection_not_a_crash(monkeypatch: Any) -> None:
+    """uvloop#653: connecting can raise ``RuntimeError: File descriptor N is used by transport ...``; uncaught, it
+    left an informer and ended the dispatcher (found by the fault soak). It is a connection that failed, retried
+    like any other; any other RuntimeError is still a bug that surfaces."""
+    api = ApiClient(ClusterAccess(server="http://127.0.0.1:1"))
+    errors: list[str] = []
+    api.on_error = errors.append
+
+    async def reused(*_: Any) -> Any:
+        raise RuntimeError("File descriptor 20 is used by transport <TCPTransport closed=False reading=True 0x5640>")
+
+    monkeypatch.setattr(api, "_request", reused)
+    with pytest.raises(aiohttp.ClientConnectionError, match="connection failed: File descriptor 20"):
+        await api.request("GET", "/version")
+    assert errors == ["connection"]
+
+    async def other(*_: Any) -> Any:
+        raise RuntimeError("Session is closed")
+
+    monkeypatch.setattr(api, "_request", other)
+    with pytest.raises(RuntimeError, match="Session is closed"):
+        await api.request("GET", "/version")
+    await api.close()
