@@ -128,7 +128,7 @@ async def test_a_create_whose_answer_is_lost_keeps_the_run_on_its_worker(
 
     async def pause() -> None:
         await anyio.to_thread.run_sync(testbed.pause_apiserver, "worker1")
-        events.append("worker1 paused with the run stored, its answer withheld")
+        events.append("worker1 paused (SIGSTOP) right after storing the run's create, whose answer is withheld")
 
     bed = _bed_with_a_proxied_worker1(testbed, namespace, manager_api, tmp_path, pause)
     async with bed as (proxy, names, dispatcher):
@@ -138,10 +138,12 @@ async def test_a_create_whose_answer_is_lost_keeps_the_run_on_its_worker(
         wl_name = await kueue.submit_pipelinerun(manager_api, namespace, RUN, check=check, queued=True)
         for api in (worker1_api, worker2_api):
             await eventually(lambda a=api: Objects(a, WORKLOADS).get(wl_name, namespace), what="copied")  # type: ignore[misc]
+        events.append("the Workload copied to worker1 and worker2; worker1's Kueue admits it")
         await kueue.admit(worker1_api, wl_name, namespace)
         with anyio.fail_after(60):
             await proxy.answered.wait()
         assert proxy.withheld[0].status == 201, proxy.withheld  # worker1 stored the run
+        events.append(f"(that create: {proxy.withheld[0].method} {proxy.withheld[0].path}: HTTP 201 on worker1)")
         played = Worker2Kueue(worker2_api, namespace)
         async with anyio.create_task_group() as tg:
             tg.start_soon(played.play)
@@ -163,7 +165,7 @@ async def test_a_create_whose_answer_is_lost_keeps_the_run_on_its_worker(
             assert not elsewhere, f"the run was created on {w2} too"
             assert _check(workload, check)["state"] == "Ready"
             assert workload["status"]["clusterName"] == w1
-            events.append(f"the check: {_check(workload, check)['message']}")
+            events.append(f"the check: Ready, clusterName {w1}: {_check(workload, check)['message']}")
             assert RUN not in played.runs, f"the run was created on {w2} too"
 
             proxy.release()
@@ -176,6 +178,7 @@ async def test_a_create_whose_answer_is_lost_keeps_the_run_on_its_worker(
                 timeout=90,
                 what="the check back to admitted on worker1",
             )
+            events.append(f"the check: {admitted}")
             await Objects(worker1_api, PIPELINERUNS).patch_status(RUN, {"status": running_status(RUN)}, namespace)
             await eventually(
                 lambda: Objects(manager_api, PIPELINERUNS).get(RUN, namespace),
@@ -190,7 +193,9 @@ async def test_a_create_whose_answer_is_lost_keeps_the_run_on_its_worker(
                 ),
                 what="the Workload finished",
             )
+            events.append("worker1's status mirrored, the Workload finished from worker1's copy")
             tg.cancel_scope.cancel()
         assert RUN not in played.runs, f"the run was created on {w2} too"
         assert await Objects(worker2_api, PIPELINERUNS).get(RUN, namespace) is None
+        events.append(f"{w2} never held the run (its played Kueue saw copies {sorted(played.copies)} and no run)")
         log.info("the sequence:\n%s", "\n".join(events))
