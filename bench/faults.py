@@ -15,8 +15,8 @@ second worker, which the run counts (``runs_on_two_workers``).
 from __future__ import annotations
 
 import random
-import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,10 +30,6 @@ PAUSE_SECONDS = (5.0, 40.0)
 KILLED_SECONDS = 10.0
 
 
-def say(message: str) -> None:
-    print(f"[bench {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
-
-
 @dataclass
 class Faults:
     """What was injected: (seconds since the schedule began, fault, worker or "", seconds down)."""
@@ -42,9 +38,11 @@ class Faults:
     dispatcher: Dispatcher | Shards
     workers: list[str]
     rng: random.Random
+    say: Callable[[str], None]  # progress, as the bench prints it
     log: list[tuple[float, str, str, float]] = field(default_factory=list)
     down: set[str] = field(default_factory=set)  # workers paused or killed right now
     started: float = field(default_factory=time.monotonic)
+    _returned: anyio.Event = field(default_factory=anyio.Event)  # set each time a worker is back
 
     def counts(self) -> dict[str, int]:
         return {kind: sum(1 for _, k, _, _ in self.log if k == kind) for kind in CYCLE}
@@ -58,9 +56,16 @@ class Faults:
                 return
             await self.inject(CYCLE[i % len(CYCLE)], tg)
 
+    async def all_back(self) -> None:
+        """Until every worker paused or killed is back (bounded: the longest outage and its restart)."""
+        with anyio.fail_after(PAUSE_SECONDS[1] + 120):
+            while self.down:
+                self._returned = anyio.Event()
+                await self._returned.wait()
+
     async def inject(self, fault: str, tg: Any) -> None:
         if fault == "dispatcher":
-            say("fault: SIGKILL the dispatcher, start it again")
+            self.say("fault: SIGKILL the dispatcher, start it again")
             self.dispatcher.kill()
             self.dispatcher.start()
             self.log.append((time.monotonic() - self.started, fault, "", 0.0))
@@ -72,11 +77,11 @@ class Faults:
         self.down.add(victim)
         if fault == "pause":
             seconds = round(self.rng.uniform(*PAUSE_SECONDS), 1)
-            say(f"fault: SIGSTOP {victim}'s kube-apiserver for {seconds} s")
+            self.say(f"fault: SIGSTOP {victim}'s kube-apiserver for {seconds} s")
             await anyio.to_thread.run_sync(self.bed.pause_apiserver, victim)
         else:
             seconds = KILLED_SECONDS
-            say(f"fault: SIGKILL {victim}'s kube-apiserver; it comes back in {seconds:g} s")
+            self.say(f"fault: SIGKILL {victim}'s kube-apiserver; it comes back in {seconds:g} s")
             self.bed.stop_apiserver(victim, kill=True)
         self.log.append((time.monotonic() - self.started, fault, victim, seconds))
         tg.start_soon(self._back, fault, victim, seconds)
@@ -88,4 +93,5 @@ class Faults:
         else:
             await anyio.to_thread.run_sync(self.bed.start_apiserver, victim)
         self.down.discard(victim)
-        say(f"{victim} is back")
+        self._returned.set()
+        self.say(f"{victim} is back")

@@ -504,7 +504,7 @@ async def _submit_all(setup: Setup, tg: Any) -> None:
     apiserver and the dispatcher are killed on the way, with ``--fault-interval`` a fault every that many seconds."""
     args, n = setup.args, setup.args.objects
     if setup.dispatcher is not None and (args.faults or args.fault_interval):
-        setup.faults = Faults(setup.bed, setup.dispatcher, setup.workers, random.Random(args.seed))
+        setup.faults = Faults(setup.bed, setup.dispatcher, setup.workers, random.Random(args.seed), say)
     at = {int(n * 0.3): "kill", int(n * 0.6): "dispatcher"} if args.faults else {}
     limiter, done, began = anyio.Semaphore(args.submitters), anyio.Event(), time.monotonic()
 
@@ -524,6 +524,8 @@ async def _submit_all(setup: Setup, tg: Any) -> None:
             limiter.release()
             submitters.start_soon(submit, i)
     done.set()
+    if setup.faults is not None:  # the measured phases that follow run on a whole fleet
+        await setup.faults.all_back()
 
 
 async def _status_sync(setup: Setup, tg: Any) -> int:

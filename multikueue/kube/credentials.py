@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import datetime
+import functools
 import json
 import os
 import ssl
@@ -82,11 +83,15 @@ class Credentials:
 
     def expiry(self) -> float | None:
         """When the credential in use stops working (seconds since the epoch), ``None`` if it does not say."""
-        static = expiry.earliest(
+        return expiry.earliest(self._kubeconfig_expiry, self._fetched_expiry)
+
+    @functools.cached_property
+    def _kubeconfig_expiry(self) -> float | None:
+        """Of the token and client certificate written in the kubeconfig: read once, when first asked."""
+        return expiry.earliest(
             expiry.token_expiry(self.access.token) if self.access.token else None,
             expiry.certificate_expiry(self.access.client_certificate) if self.access.client_certificate else None,
         )
-        return expiry.earliest(static, self._fetched_expiry)
 
     @property
     def renewable(self) -> bool:
@@ -121,10 +126,10 @@ class Credentials:
             await self._run_plugin(self.access.exec)
 
     async def _run_plugin(self, plugin: ExecPlugin) -> None:
-        info: dict[str, object] = {"apiVersion": plugin.api_version, "kind": "ExecCredential",
-                                    "spec": {"interactive": False}}  # fmt: skip
+        spec: dict[str, object] = {"interactive": False}
         if plugin.cluster_info is not None:
-            info["spec"] = {"interactive": False, "cluster": json.loads(plugin.cluster_info)}
+            spec["cluster"] = json.loads(plugin.cluster_info)
+        info = {"apiVersion": plugin.api_version, "kind": "ExecCredential", "spec": spec}
         env = {**os.environ, **dict(plugin.env), "KUBERNETES_EXEC_INFO": json.dumps(info)}
         hint = f" ({plugin.install_hint})" if plugin.install_hint else ""
         try:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import json
 import os
 import urllib.parse
@@ -132,7 +133,7 @@ def _cluster_info(cluster: dict[str, Any], ca: bytes | None) -> str:
     return json.dumps(info, sort_keys=True)
 
 
-def _exec_plugin(spec: Any, where: str, cluster_info: str | None = None) -> ExecPlugin:
+def _exec_plugin(spec: Any, where: str) -> ExecPlugin:
     if not isinstance(spec, dict) or not spec.get("command"):
         raise KubeconfigError(f"kubeconfig: {where}.exec.command is required")
     env = spec.get("env") or []
@@ -149,7 +150,6 @@ def _exec_plugin(spec: Any, where: str, cluster_info: str | None = None) -> Exec
         env=tuple((str(e["name"]), str(e.get("value", ""))) for e in env),
         api_version=str(spec.get("apiVersion") or "client.authentication.k8s.io/v1"),
         install_hint=str(spec.get("installHint") or ""),
-        cluster_info=cluster_info if spec.get("provideClusterInfo") else None,
     )
 
 
@@ -188,7 +188,7 @@ def _impersonation(user: dict[str, Any], where: str) -> Impersonation | None:
     )
 
 
-def _user(user: dict[str, Any], where: str, cluster_info: str | None = None) -> dict[str, Any]:
+def _user(user: dict[str, Any], where: str) -> dict[str, Any]:
     if user.get("auth-provider"):
         _auth_provider(user, where)
     fields: dict[str, Any] = {
@@ -196,7 +196,7 @@ def _user(user: dict[str, Any], where: str, cluster_info: str | None = None) -> 
         "client_key": _inline_or_file(user, "client-key", where),
         "token": str(user["token"]) if user.get("token") else None,
         "token_file": str(user["tokenFile"]) if user.get("tokenFile") else None,
-        "exec": _exec_plugin(user["exec"], where, cluster_info) if user.get("exec") else None,
+        "exec": _exec_plugin(user["exec"], where) if user.get("exec") else None,
         "impersonate": _impersonation(user, where),
     }
     if bool(fields["client_certificate"]) != bool(fields["client_key"]):
@@ -229,8 +229,10 @@ def access_from_kubeconfig(config: dict[str, Any], *, context: str | None = None
         raise KubeconfigError(f"kubeconfig: {where}.proxy-url {proxy!r} is not supported: an http(s) proxy only")
     user: dict[str, Any] = {}
     if ctx.get("user"):
-        where_user = f"users[{ctx['user']}].user"
-        user = _user(_named(config, "users", str(ctx["user"])), where_user, _cluster_info(cluster, ca))
+        entry = _named(config, "users", str(ctx["user"]))
+        user = _user(entry, f"users[{ctx['user']}].user")
+        if user["exec"] is not None and (entry.get("exec") or {}).get("provideClusterInfo"):
+            user["exec"] = dataclasses.replace(user["exec"], cluster_info=_cluster_info(cluster, ca))
     return ClusterAccess(
         server=server.rstrip("/"),
         ca=ca.decode(errors="replace") if ca else None,

@@ -39,7 +39,6 @@ class Withheld:
     method: str
     path: str
     status: int
-    body: bytes
 
 
 class ApiProxy:
@@ -80,11 +79,8 @@ class ApiProxy:
         cert, key = serving.write(Path(self._dir.name), "serving")
         server_ssl = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         server_ssl.load_cert_chain(cert, key)
-        upstream_ssl = ssl.create_default_context(cadata=self.cluster.ca_pem.decode())
-        admin_cert, admin_key = self.cluster.admin.write(Path(self._dir.name), "admin")
-        upstream_ssl.load_cert_chain(admin_cert, admin_key)
         self._session = aiohttp.ClientSession(
-            connector=aiohttp.TCPConnector(ssl=upstream_ssl),
+            connector=aiohttp.TCPConnector(ssl=self.cluster.ssl_context()),
             auto_decompress=False,
             timeout=aiohttp.ClientTimeout(total=None),
         )
@@ -140,7 +136,8 @@ class ApiProxy:
         return True
 
     async def _withhold(self, request: web.Request, upstream: aiohttp.ClientResponse) -> web.StreamResponse:
-        self.withheld.append(Withheld(request.method, request.path, upstream.status, await upstream.read()))
+        await upstream.read()  # the whole answer, as the server sent it
+        self.withheld.append(Withheld(request.method, request.path, upstream.status))
         if self.on_withheld is not None:
             await self.on_withheld()
         self.answered.set()

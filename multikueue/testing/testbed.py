@@ -85,14 +85,15 @@ class Cluster:
             },
         )
 
-    def _ssl_context(self) -> ssl.SSLContext:
+    def ssl_context(self) -> ssl.SSLContext:
+        """TLS to this API server as its admin: its CA trusted, the admin's client certificate presented."""
         ctx = ssl.create_default_context(cadata=self.ca_pem.decode())
         ctx.load_cert_chain(self.directory / "admin.crt", self.directory / "admin.key")
         return ctx
 
     def get(self, path: str, timeout: float = 5.0) -> tuple[int, bytes]:
         """A plain admin GET, for readiness probes outside any event loop."""
-        conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self._ssl_context(), timeout=timeout)
+        conn = http.client.HTTPSConnection("127.0.0.1", self.port, context=self.ssl_context(), timeout=timeout)
         try:
             conn.request("GET", path)
             response = conn.getresponse()
