@@ -120,6 +120,56 @@ class IncrementalDispatcherConfig(_Model):
     step_size: int = Field(default=3, ge=1)
 
 
+class ExecEnvVar(_Model):
+    name: str = Field(min_length=1)
+    value: str = ""
+
+
+class ExecConfig(_Model):
+    """client-go's ``ExecConfig`` (a kubeconfig user's ``exec``), as Kueue's access providers take it: the credential
+    plugin run for a worker reached through a ClusterProfile."""
+
+    command: str = Field(min_length=1)
+    api_version: str = Field(min_length=1)
+    args: tuple[str, ...] = ()
+    env: tuple[ExecEnvVar, ...] = ()
+    install_hint: str = ""
+    provide_cluster_info: bool = False
+    # Required as in Kueue's validation; the plugin is always run with "Never" (nobody to prompt), as upstream's
+    # access library does.
+    interactive_mode: Literal["Never", "IfAvailable", "Always"]
+
+
+class ClusterProfileAccessProvider(_Model):
+    name: str = Field(min_length=1)
+    exec_config: ExecConfig
+
+
+class ClusterProfileAccess(_Model):
+    """Kueue's ``multiKueue.clusterProfile``: how to reach workers named by a ClusterProfile (SIG-Multicluster's
+    cluster inventory API). The plugins run are only these, configured by the administrator here: nothing in a
+    ClusterProfile or a Secret can name a command."""
+
+    access_providers: tuple[ClusterProfileAccessProvider, ...] = ()
+    credentials_providers: tuple[ClusterProfileAccessProvider, ...] = ()  # deprecated in Kueue for accessProviders
+
+    @model_validator(mode="after")
+    def _one_list(self) -> ClusterProfileAccess:
+        if self.access_providers and self.credentials_providers:
+            raise ValueError("@credentialsProviders: must not be specified when accessProviders is specified")
+        for field, providers in (("accessProviders", self.access_providers),
+                                 ("credentialsProviders", self.credentials_providers)):  # fmt: skip
+            names = [p.name for p in providers]
+            duplicates = sorted({n for n in names if names.count(n) > 1})
+            if duplicates:
+                raise ValueError(f"@{field}: duplicate names {duplicates}")
+        return self
+
+    @property
+    def providers(self) -> tuple[ClusterProfileAccessProvider, ...]:
+        return self.access_providers or self.credentials_providers
+
+
 class MultiKueue(_Model):
     """Kueue's ``multiKueue`` section, with Kueue's defaults."""
 
@@ -129,7 +179,7 @@ class MultiKueue(_Model):
     dispatcher_name: str = DISPATCHER_ALL_AT_ONCE
     incremental_dispatcher_config: IncrementalDispatcherConfig | None = None
     external_frameworks: tuple[ExternalFramework, ...] = ()
-    cluster_profile: dict[str, Any] | None = None  # accepted for compatibility; not supported by this controller
+    cluster_profile: ClusterProfileAccess | None = None
 
     @field_validator("origin")
     @classmethod

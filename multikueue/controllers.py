@@ -27,6 +27,7 @@ from multikueue.kube.discovery import KindMisspelt, KindUnavailable, discover_re
 from multikueue.kube.errors import ApiError, describe
 from multikueue.kube.resources import (
     ADMISSION_CHECKS,
+    CLUSTER_PROFILES,
     MULTIKUEUE_CLUSTERS,
     MULTIKUEUE_CONFIGS,
     WORKLOADS,
@@ -284,6 +285,8 @@ class Controllers:
                 self._make_reconcilers(tg, informers)
                 self.informers.start(tg)
                 tg.start_soon(informers["secrets"].run)
+                if "profiles" in informers:  # not waited for: a manager without the CRD still starts
+                    tg.start_soon(informers["profiles"].run)
                 await self.informers.synced()
                 await informers["secrets"].synced.wait()
                 await self._start_controllers(tg, missing)
@@ -370,6 +373,13 @@ class Controllers:
         informers["workloads"].add_indexes(owners.INDEXES)
         namespace = self.config.dispatcher.namespace  # the kubeconfig Secrets: only this namespace's, not shared
         informers["secrets"] = Informer(core.secret_source(self.api, namespace), on_event=self._on_secret)
+        cluster_profile = self.config.multi_kueue.cluster_profile
+        if cluster_profile is not None and cluster_profile.providers:  # as Kueue: read only when access is configured
+            informers["profiles"] = Informer(
+                Objects(self.api, CLUSTER_PROFILES).source(namespace=namespace),
+                on_event=self._on_profile,
+                on_state=lambda _: self._on_profile("", None),  # listed at last (its CRD installed): look again
+            )
         return informers
 
     def _make_reconcilers(self, tg: anyio.abc.TaskGroup, informers: dict[str, Informer]) -> None:
@@ -383,6 +393,7 @@ class Controllers:
             config, Objects(api, MULTIKUEUE_CLUSTERS), clusters, informers["secrets"], tg,
             on_connection_change=self._connection_changed, on_worker_event=self._on_worker_change,
             on_worker_object=self._on_worker_object, temp_dir=self.temp_dir, metrics=self.metrics,
+            profiles=informers.get("profiles"),
         )  # fmt: skip
         self.workload_reconciler = WorkloadReconciler(
             config, api, self.manager_workloads, checks, configs, self._connections,
@@ -469,6 +480,12 @@ class Controllers:
         if self.cluster_reconciler is not None:
             for name in self.cluster_reconciler.clusters_using_secret(obj["metadata"]["name"]):
                 self.cluster_controller.enqueue(name)
+
+    def _on_profile(self, kind: str, obj: Object | None) -> None:
+        if self.cluster_reconciler is not None:
+            name = obj["metadata"]["name"] if obj is not None else None
+            for cluster in self.cluster_reconciler.clusters_using_profile(name):
+                self.cluster_controller.enqueue(cluster)
 
     def _on_config(self, kind: str, obj: Object) -> None:
         self._all_checks()

@@ -27,9 +27,11 @@ from multikueue.clusters.connections import (
     retry_after,
 )
 from multikueue.clusters.kubeconfig import BAD_KUBECONFIG, KubeconfigRejected, validate_kubeconfig
+from multikueue.clusters.profiles import BAD_CLUSTER_PROFILE, kubeconfig_from_profile, profile_name
 from multikueue.config import Configuration
 from multikueue.kube import conditions
-from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, Objects
+from multikueue.kube.errors import NotFound
+from multikueue.kube.resources import CLUSTER_PROFILES, MULTIKUEUE_CLUSTERS, Objects
 from multikueue.labels import CREDENTIALS_EXPIRY_ANNOTATION, WORKER_IDENTITY_ANNOTATION
 from multikueue.metrics import Metrics
 from multikueue.runtime.controller import Result
@@ -39,6 +41,12 @@ ACTIVE = "Active"
 SECRET_KEY = "kubeconfig"
 log = structlog.get_logger(__name__)
 Object = dict[str, Any]
+
+
+def access_source(cluster: Object) -> str:
+    """Where a MultiKueueCluster's access comes from, for messages: 'Secret "x"' or 'ClusterProfile "y"'."""
+    profile = profile_name(cluster)
+    return f'ClusterProfile "{profile}"' if profile else f'Secret "{kubeconfig_secret_name(cluster)}"'
 
 
 def kubeconfig_secret_name(cluster: Object) -> str | None:
@@ -64,12 +72,14 @@ class ClusterReconciler:
         on_worker_object: WorkerObjectHandler | None = None,
         temp_dir: Path | None = None,
         metrics: Metrics | None = None,
+        profiles: Informer | None = None,
     ) -> None:
         assert manager.resource == MULTIKUEUE_CLUSTERS
         self.config = config
         self.manager = manager
         self.clusters = clusters
         self.secrets = secrets
+        self.profiles = profiles  # the ClusterProfiles of the config namespace; watched only with access providers
         self.task_group = task_group
         self.on_connection_change = on_connection_change
         self.on_worker_event = on_worker_event
@@ -83,6 +93,14 @@ class ClusterReconciler:
 
     def clusters_using_secret(self, secret_name: str) -> list[str]:
         return [c["metadata"]["name"] for c in self.clusters.items() if kubeconfig_secret_name(c) == secret_name]
+
+    def clusters_using_profile(self, profile: str | None = None) -> list[str]:
+        """The MultiKueueClusters naming ``profile`` (any ClusterProfile when None)."""
+        return [
+            c["metadata"]["name"]
+            for c in self.clusters.items()
+            if (named := profile_name(c)) is not None and profile in (None, named)
+        ]
 
     def settled(self, name: str) -> bool:
         """Whether the cluster's state is known: it was tried (connected or not), or there is no such cluster. A
@@ -232,18 +250,18 @@ class ClusterReconciler:
         under two names)."""
         identity = connection.identity
         recorded = (cluster["metadata"].get("annotations") or {}).get(WORKER_IDENTITY_ANNOTATION)
-        secret = kubeconfig_secret_name(cluster)
+        source = access_source(cluster)
         if recorded and identity != recorded:
             still = "the connection made with the previous kubeconfig is kept" if kept else "nothing is sent there"
             return "ClusterIdentityChanged", (
-                f'the kubeconfig in Secret "{secret}" leads to another cluster (kube-system namespace UID {identity}, '
+                f"the kubeconfig in {source} leads to another cluster (kube-system namespace UID {identity}, "
                 f"not {recorded}): refused, and {still}. If the worker was replaced on purpose, remove the annotation "
                 f"{WORKER_IDENTITY_ANNOTATION} from this MultiKueueCluster"
             )
         for other, connected in self.connections.items():
             if other != name and connected.started and connected.identity == identity:
                 return "DuplicateCluster", (
-                    f'the kubeconfig in Secret "{secret}" leads to the cluster MultiKueueCluster "{other}" already '
+                    f'the kubeconfig in {source} leads to the cluster MultiKueueCluster "{other}" already '
                     f"connects to (kube-system namespace UID {identity}): refused, so no run goes to one cluster "
                     "under two names"
                 )
@@ -322,9 +340,7 @@ class ClusterReconciler:
     def _load_kubeconfig(self, cluster: Object) -> Object:
         source = (cluster.get("spec") or {}).get("clusterSource") or {}
         if source.get("clusterProfileRef"):
-            raise KubeconfigRejected(
-                "BadClusterProfile", "ClusterProfile references are not supported by this controller"
-            )
+            return self._load_profile(profile_name(cluster) or "")
         ref = source.get("kubeConfig") or {}
         if ref.get("locationType", "Secret") != "Secret":
             raise KubeconfigRejected(
@@ -344,6 +360,28 @@ class ClusterReconciler:
         except ValueError as e:
             raise KubeconfigRejected(BAD_KUBECONFIG, f'key "{SECRET_KEY}" in secret "{secret_name}": {e}') from None
         return validate_kubeconfig(raw)
+
+    def _load_profile(self, name: str) -> Object:
+        """The kubeconfig a ClusterProfile and the configured access providers make (``KubeconfigRejected`` with
+        Kueue's reasons when they cannot)."""
+        cluster_profile = self.config.multi_kueue.cluster_profile
+        providers = cluster_profile.providers if cluster_profile is not None else ()
+        if self.profiles is None or not providers:
+            return kubeconfig_from_profile({"metadata": {"name": name}}, providers)  # says none is configured
+        if not self.profiles.synced.is_set():
+            error = self.profiles.last_error
+            if isinstance(error, NotFound):
+                raise KubeconfigRejected(
+                    BAD_CLUSTER_PROFILE,
+                    f"the ClusterProfile API ({CLUSTER_PROFILES}) is not served by the manager cluster: install the "
+                    "CRD from sigs.k8s.io/cluster-inventory-api",
+                )
+            raise KubeconfigRejected(BAD_CLUSTER_PROFILE, f"ClusterProfiles cannot be read yet: {error or 'listing'}")
+        profile = self.profiles.get(ObjectKey(self.config.dispatcher.namespace, name))
+        if profile is None:
+            kind = f"{CLUSTER_PROFILES.plural}.{CLUSTER_PROFILES.group}"  # the API's own NotFound wording
+            raise KubeconfigRejected(BAD_CLUSTER_PROFILE, f'{kind} "{name}" not found')
+        return kubeconfig_from_profile(profile, providers)
 
     async def _set_active(self, cluster: Object, active: bool, reason: str, message: str) -> None:
         if self.metrics is not None:

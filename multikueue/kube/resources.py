@@ -41,6 +41,8 @@ ADMISSION_CHECKS = Resource(KUEUE, "v1beta2", "admissionchecks", "AdmissionCheck
 MULTIKUEUE_CLUSTERS = Resource(KUEUE, "v1beta2", "multikueueclusters", "MultiKueueCluster", namespaced=False)
 MULTIKUEUE_CONFIGS = Resource(KUEUE, "v1beta2", "multikueueconfigs", "MultiKueueConfig", namespaced=False)
 RESOURCE_FLAVORS = Resource(KUEUE, "v1beta2", "resourceflavors", "ResourceFlavor", namespaced=False)
+# SIG-Multicluster's cluster inventory API (sigs.k8s.io/cluster-inventory-api), the version Kueue v0.19 reads.
+CLUSTER_PROFILES = Resource("multicluster.x-k8s.io", "v1alpha1", "clusterprofiles", "ClusterProfile")
 
 
 class Objects:

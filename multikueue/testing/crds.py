@@ -90,6 +90,8 @@ JOBSET = ModuleSource("sigs.k8s.io/jobset", "v0.10.1")
 KUBERAY = ModuleSource("github.com/ray-project/kuberay/ray-operator", "v1.4.2")
 ARGO_WORKFLOWS = ModuleSource("github.com/argoproj/argo-workflows/v3", "v3.7.4")
 MPI_OPERATOR = ModuleSource("github.com/kubeflow/mpi-operator", "v0.8.2")
+# SIG-Multicluster's cluster inventory API, at the version Kueue v0.19.2 pins: ClusterProfiles.
+CLUSTER_INVENTORY = ModuleSource("sigs.k8s.io/cluster-inventory-api", "v0.1.3")
 FOREIGN_CRD_FILES = {
     "JobSet": (JOBSET, "config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml"),
     "RayJob": (KUBERAY, "config/crd/bases/ray.io_rayjobs.yaml"),
@@ -103,6 +105,12 @@ def foreign_crd(kind: str) -> dict[str, Any]:
     """The upstream CRD of one of ``FOREIGN_CRD_FILES``' kinds, installable as the others are."""
     source, path = FOREIGN_CRD_FILES[kind]
     (crd,) = _load([source.directory() / path])
+    return prepare_crd(crd)
+
+
+def cluster_profile_crd() -> dict[str, Any]:
+    """``clusterprofiles.multicluster.x-k8s.io``, from the cluster inventory API's module."""
+    (crd,) = _load([CLUSTER_INVENTORY.directory() / "config/crd/bases/multicluster.x-k8s.io_clusterprofiles.yaml"])
     return prepare_crd(crd)
 
 

@@ -217,10 +217,12 @@ async def multikueue_setup(
     workers: dict[str, Object],
     controller_name: str,
     in_config: int | None = None,
+    sources: dict[str, Object] | None = None,
 ) -> dict[str, str]:
     """Secrets (in ``namespace``), MultiKueueClusters, a MultiKueueConfig (of the first ``in_config`` clusters, or
     all: Kueue's schema allows 20) and an AdmissionCheck naming ``controller_name``. Cluster-scoped names get
-    ``prefix``; returns the names used."""
+    ``prefix``; returns the names used. ``sources``: a worker's ``clusterSource`` instead of its Secret (a
+    ``clusterProfileRef``)."""
     names = {"check": f"{prefix}-ac", "config": f"{prefix}-config"}
     clusters = []
     for worker, kubeconfig in workers.items():
@@ -229,12 +231,13 @@ async def multikueue_setup(
         cluster = f"{prefix}-{worker}"
         clusters.append(cluster)
         names[worker] = cluster
+        source = (sources or {}).get(worker) or {"kubeConfig": {"location": secret, "locationType": "Secret"}}
         await Objects(api, MULTIKUEUE_CLUSTERS).create(
             {
                 "apiVersion": API_VERSION,
                 "kind": "MultiKueueCluster",
                 "metadata": {"name": cluster},
-                "spec": {"clusterSource": {"kubeConfig": {"location": secret, "locationType": "Secret"}}},
+                "spec": {"clusterSource": source},
             }
         )
     await Objects(api, MULTIKUEUE_CONFIGS).create(

@@ -144,8 +144,15 @@ def multikueue_config() -> str:
 
 
 @pytest.fixture
+def worker_sources() -> dict[str, Any]:
+    """A worker's ``clusterSource`` other than its kubeconfig Secret; a test overrides it (a ClusterProfile)."""
+    return {}
+
+
+@pytest.fixture
 async def scenario(
     multikueue_config: str,
+    worker_sources: dict[str, Any],
     testbed: TestBed,
     namespace: str,
     manager_api: ApiClient,
@@ -160,6 +167,7 @@ async def scenario(
         prefix=namespace,
         controller_name=CONTROLLER,
         workers={w: testbed.cluster(w).kubeconfig for w in ("worker1", "worker2")},
+        sources=worker_sources,
     )
     document = yaml.safe_load(multikueue_config)
     multikueue = document["multiKueue"]
