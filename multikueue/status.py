@@ -123,7 +123,13 @@ async def worker_kubeconfig(api: ApiClient, result: WorkerView, secrets_namespac
     with ``result.unreadable`` saying why when it cannot be had."""
     name = result.name
     cluster = await Objects(api, MULTIKUEUE_CLUSTERS).get(name)
-    ref = (((cluster or {}).get("spec") or {}).get("clusterSource") or {}).get("kubeConfig") or {}
+    source = ((cluster or {}).get("spec") or {}).get("clusterSource") or {}
+    ref = source.get("kubeConfig") or {}
+    profile = (source.get("clusterProfileRef") or {}).get("name")
+    if profile:  # the dispatcher's access provider is its own configuration, not something to run for a user
+        result.unreadable = (f"reached through ClusterProfile {profile} by the dispatcher's access provider: give "
+                             f"your own access: --worker-kubeconfig {name}=PATH")  # fmt: skip
+        return None
     if not ref.get("location"):
         result.unreadable = f"no MultiKueueCluster {name} with a kubeconfig Secret on the manager"
         return None

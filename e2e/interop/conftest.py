@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import AsyncIterator, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import anyio
@@ -35,6 +35,7 @@ from multikueue.testing.interop import (
     tekton_config_maps,
     tekton_kueue_binary,
 )
+from multikueue.testing.profiles import PLUGIN_API_VERSION, write_credentials, write_plugin
 from multikueue.testing.testbed import TestBed
 
 WORKERS = ("worker1", "worker2")
@@ -52,6 +53,27 @@ class Fleet:
     kueues: dict[str, KueueProcess]
     runtimes: dict[str, ClusterRuntime]
     tekton_kueue: Path
+    # The ClusterProfile access provider both the manager's Kueue and this dispatcher are configured with (Kueue's
+    # `multiKueue.clusterProfile.accessProviders` entry), and the worker credential file each profile names.
+    access_provider: dict[str, object] = field(default_factory=dict)
+    credentials: dict[str, Path] = field(default_factory=dict)
+
+
+ACCESS_PROVIDER = "interop-inventory"
+
+
+def _access(fleet: Fleet, root: Path) -> None:
+    """An exec access provider (a script) and each worker's credential: the manager's Kueue runs with the
+    MultiKueueClusterProfile gate on and this provider, so a ClusterProfile reaches a worker for it as for us."""
+    plugin, log = write_plugin(root / "access")
+    fleet.access_provider = {
+        "name": ACCESS_PROVIDER,
+        "execConfig": {"apiVersion": PLUGIN_API_VERSION, "command": str(plugin), "args": [],
+                       "env": [{"name": "PLUGIN_LOG", "value": str(log)}], "interactiveMode": "Never",
+                       "provideClusterInfo": True},
+    }  # fmt: skip
+    for worker in WORKERS:
+        fleet.credentials[worker] = write_credentials(root / "access" / f"{worker}.json", fleet.bed.cluster(worker))
 
 
 @pytest.fixture(scope="session")
@@ -87,11 +109,13 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
         binaries = find_binaries(extra=("kube-controller-manager", "kube-scheduler"), progress=_progress)
     except ComponentUnavailable as e:
         pytest.exit(f"interop profile: {e}", returncode=3)
-    definitions = crds.all_kueue_crds() + crds.all_tekton_crds()
+    # The ClusterProfile CRD before Kueue starts: Kueue looks for it once, at start-up, to watch ClusterProfiles.
+    definitions = crds.all_kueue_crds() + crds.all_tekton_crds() + [crds.cluster_profile_crd()]
     root = tmp_path_factory.mktemp("interop")
     with TestBed(binaries) as bed:
         crds.install_on_bed(bed, definitions)
         fleet = Fleet(bed, {}, {}, tekton_kueue)
+        _access(fleet, root)
         stages = kwok_stages(COMPLETE_AFTER_MS)
         try:
             for name in bed.clusters:
@@ -100,6 +124,10 @@ def fleet(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Fleet]:
                 runtime.start_control_plane(binaries.path("kube-controller-manager"), binaries.path("kube-scheduler"))
                 runtime.start_kwok(kwok, stages)
                 fleet.kueues[name] = KueueProcess(bed.cluster(name), kueue, root / name / "kueue")
+                if name not in WORKERS:  # the manager: workers may be reached through ClusterProfiles
+                    fleet.kueues[name].feature_gates = ("MultiKueueClusterProfile=true",)
+                    fleet.kueues[name].extra = {"multiKueue": {"clusterProfile": {
+                        "accessProviders": [fleet.access_provider]}}}  # fmt: skip
             anyio.run(_prepare, bed, fleet, CertificateAuthority("interop-webhooks"), root)
             for name in WORKERS:
                 fleet.runtimes[name].start_tekton(tekton)

@@ -16,16 +16,17 @@ import pytest
 import yaml
 from kubernetes_asyncio import client as k8s_client
 
-from e2e.interop.conftest import Fleet
+from e2e.interop.conftest import ACCESS_PROVIDER, Fleet
 from multikueue.config import GroupVersionKind
 from multikueue.integration.workloads import workload_name
 from multikueue.kube.client import ApiClient
-from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects, Resource
+from multikueue.kube.resources import CLUSTER_PROFILES, MULTIKUEUE_CLUSTERS, WORKLOADS, Objects, Resource
 from multikueue.testing import kueue
 from multikueue.testing.client import k8s, raw_body
 from multikueue.testing.dispatcher import running
 from multikueue.testing.interop import KUEUE_NAMESPACE, start_tekton_kueue_controller
 from multikueue.testing.objects import pipelinerun
+from multikueue.testing.profiles import profile_status, put_cluster_profile, requests_logged
 from multikueue.testing.waiting import eventually, wait_until
 
 CONTROLLER = "multikueue.x-k8s.io/external-dispatcher"
@@ -42,8 +43,10 @@ DONE = {"startTime": "2026-08-01T10:00:01Z", "completionTime": "2026-08-01T10:05
                         "lastTransitionTime": "2026-08-01T10:05:00Z"}]}  # fmt: skip
 
 
-def _config(integration: str) -> str:
+def _config(integration: str, *, access_provider: dict[str, Any] | None = None) -> str:
     document = yaml.safe_load(CONFIG)
+    if access_provider is not None:  # the manager's Kueue's own access provider, word for word
+        document["multiKueue"]["clusterProfile"] = {"accessProviders": [access_provider]}
     if integration == "tekton-kueue":  # tekton-kueue makes the Workloads, here and on the workers
         del document["dispatcher"]["adapters"][0]["integration"]
     document["dispatcher"].pop("webhook")  # the manager object is managedBy: held on first sight, exactly
@@ -81,16 +84,44 @@ async def dispatching(request: pytest.FixtureRequest, clients: dict[str, ApiClie
     """Queues on every cluster, the MultiKueue objects on the manager, and this controller on the manager; the
     PipelineRun integration on all three clusters is either this project's (``--role worker`` on the workers) or
     tekton-kueue's controller. Yields which."""
-    integration: str = request.param
+    async with _dispatching(clients, namespace, fleet, tmp_path, request.param):
+        yield request.param
+
+
+@pytest.fixture
+async def dispatching_through_profiles(
+    clients: dict[str, ApiClient], namespace: str, fleet: Fleet, tmp_path: Path
+) -> AsyncIterator[str]:
+    """As ``dispatching`` with this project's integration, but each worker's MultiKueueCluster names a ClusterProfile
+    (in Kueue's namespace) that the manager's Kueue and this controller both reach through the same access
+    provider."""
+    sources = {}
+    for worker in ("worker1", "worker2"):
+        profile = f"{namespace}-{worker}"
+        status = profile_status(ACCESS_PROVIDER, fleet.bed.cluster(worker),
+                                extension={"credentials": str(fleet.credentials[worker])})  # fmt: skip
+        await put_cluster_profile(clients["manager"], KUEUE_NAMESPACE, profile, status)
+        sources[worker] = {"clusterProfileRef": {"name": profile}}
+    async with _dispatching(clients, namespace, fleet, tmp_path, "integration", sources=sources):
+        yield "integration"
+    for worker in ("worker1", "worker2"):
+        await Objects(clients["manager"], CLUSTER_PROFILES).delete(f"{namespace}-{worker}", KUEUE_NAMESPACE)
+
+
+@contextlib.asynccontextmanager
+async def _dispatching(
+    clients: dict[str, ApiClient], namespace: str, fleet: Fleet, tmp_path: Path, integration: str,
+    *, sources: dict[str, Any] | None = None,
+) -> AsyncIterator[None]:  # fmt: skip
     bed = fleet.bed
     names = await kueue.multikueue_setup(
         clients["manager"], namespace=KUEUE_NAMESPACE, prefix=namespace, controller_name=CONTROLLER,
-        workers={w: bed.cluster(w).kubeconfig for w in ("worker1", "worker2")},
+        workers={w: bed.cluster(w).kubeconfig for w in ("worker1", "worker2")}, sources=sources,
     )  # fmt: skip
     await _queues(clients["manager"], namespace, check=names["check"])
     for worker in ("worker1", "worker2"):
         await _queues(clients[worker], namespace, check=None)
-    text = _config(integration)
+    text = _config(integration, access_provider=fleet.access_provider if sources else None)
     async with contextlib.AsyncExitStack() as stack:
         manager = await stack.enter_async_context(_controller(clients["manager"], text, "manager", tmp_path / "m"))
         if integration == "tekton-kueue":
@@ -104,7 +135,7 @@ async def dispatching(request: pytest.FixtureRequest, clients: dict[str, ApiClie
             await wait_until(lambda w=worker: bool(connections.get(names[w]) and connections[names[w]].connected),  # type: ignore[misc]
                              timeout=60, what=f"{worker} connected")  # fmt: skip
         await _agreed_active(clients["manager"], names)
-        yield integration
+        yield
         await _agreed_active(clients["manager"], names)
     # Cluster-scoped: left behind, the next test's controller would find two MultiKueueClusters per worker.
     await kueue.multikueue_teardown(clients["manager"], names)
@@ -208,6 +239,29 @@ async def test_a_pipelinerun_runs_through_real_kueue_and_tekton_and_comes_back_f
         await eventually(lambda c=cluster: _get(clients[c], WORKLOADS, wl, namespace),  # type: ignore[misc]
                          until=lambda w: w is None, timeout=90, what=f"no Workload left on {cluster}")  # fmt: skip
     assert created["metadata"]["uid"] == done["metadata"]["uid"]
+
+
+async def test_workers_reached_through_clusterprofiles_serve_real_kueue_and_this_dispatcher_alike(
+    clients: dict[str, ApiClient], namespace: str, dispatching_through_profiles: str, fleet: Fleet
+) -> None:
+    # Both controllers connected through the profiles (``_agreed_active``: Kueue's reason on each cluster, True); a
+    # run goes the whole way through them.
+    _, wl = await _submit(clients, namespace, "profiled", dispatching_through_profiles)
+    worker = await _running_on_a_worker(clients, namespace, "profiled", wl)
+    done = await eventually(lambda: _get(clients["manager"], PIPELINERUNS, "profiled", namespace),
+                            until=lambda r: _condition(r, "Succeeded").get("status") == "True", timeout=120,
+                            what="Tekton's Succeeded on the manager object")  # fmt: skip
+    assert done["status"]["childReferences"][0]["kind"] == "TaskRun"
+    await eventually(lambda: _get(clients["manager"], WORKLOADS, wl, namespace),
+                     until=lambda w: _condition(w, "Finished").get("status") == "True", timeout=90,
+                     what="the manager Workload finished")  # fmt: skip
+    # The one plugin ran for both controllers, with each profile's cluster and extension.
+    log = Path(str(fleet.access_provider["execConfig"]["env"][0]["value"]))  # type: ignore[index]
+    requests = requests_logged(log)
+    assert fleet.bed.cluster(worker).url in {r["spec"]["cluster"]["server"] for r in requests}
+    runners = {r["runBy"] for r in requests}
+    assert "kueue" in runners, runners  # the manager's Kueue connected through the profiles itself
+    assert any(r.startswith("python") for r in runners), runners  # and so did this controller
 
 
 async def test_a_cancel_on_the_manager_cancels_the_run_on_its_worker(

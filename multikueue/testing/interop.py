@@ -91,6 +91,7 @@ class KueueProcess:
     frameworks: tuple[str, ...] = ("batch/job",)  # Kueue's own integrations to enable
     external_frameworks: tuple[str, ...] = ()
     kubeconfig: Path | None = None  # whom Kueue acts as; the bed's admin by default
+    feature_gates: tuple[str, ...] = ()  # e.g. "MultiKueueClusterProfile=true"
     process: processes.ManagedProcess | None = None
 
     def configuration(self, external_frameworks: list[str]) -> dict[str, Any]:
@@ -142,7 +143,8 @@ class KueueProcess:
         config_path = self.directory / "kueue-config.yaml"
         config_path.write_text(yaml.safe_dump(self.configuration(list(self.external_frameworks))))
         env = {**dict(os.environ), "KUBECONFIG": str(self.kubeconfig or self.cluster.kubeconfig_path)}
-        argv = [str(self.binary), f"--config={config_path}", "--feature-gates=VisibilityOnDemand=false",
+        gates = ",".join(("VisibilityOnDemand=false", *self.feature_gates))
+        argv = [str(self.binary), f"--config={config_path}", f"--feature-gates={gates}",
                 f"--zap-log-level={self.log_level}"]  # fmt: skip
         self.process = processes.ManagedProcess(f"kueue-{self.cluster.name}", argv, self.directory / "kueue.log", env)
         self.process.start()

@@ -22,6 +22,7 @@ from multikueue.testing.profiles import (
     write_plugin,
 )
 from tests.integration.scenario import Scenario
+from tests.integration.test_status import _status
 
 PROVIDER = "test-inventory"
 
@@ -64,7 +65,7 @@ async def worker_sources(
 
 
 async def test_a_worker_reached_through_a_clusterprofile_dispatches_and_mirrors(
-    scenario: Scenario, testbed: TestBed, plugin: tuple[Path, Path]
+    scenario: Scenario, testbed: TestBed, plugin: tuple[Path, Path], tmp_path: Path
 ) -> None:
     s = scenario
     _, workload = await s.submit("through-a-profile")
@@ -85,6 +86,13 @@ async def test_a_worker_reached_through_a_clusterprofile_dispatches_and_mirrors(
     assert spec["interactive"] is False
     assert spec["cluster"]["server"] == testbed.cluster("worker2").url
     assert spec["cluster"]["config"]["credentials"].endswith("worker2-credentials.json")
+
+    # `multikueue status` does not run the dispatcher's plugin for a user: it says how to give one's own access.
+    code, out, _ = await _status(s, testbed.cluster("manager").kubeconfig, "through-a-profile", tmp_path)
+    assert code == 0, out
+    line = next(line for line in out.splitlines() if line.startswith(f"  worker {s.names['worker2']}:"))
+    assert "reached through ClusterProfile worker2-profile by the dispatcher's access provider" in line, out
+    assert f"--worker-kubeconfig {s.names['worker2']}=PATH" in line
 
 
 # ------------------------------------------------------------------ conditions, as Kueue words them
