@@ -61,6 +61,30 @@ def _user(provider: ClusterProfileAccessProvider) -> Object:
     return {"exec": user}
 
 
+def _listed(profile: Object) -> list[Any]:
+    status = profile.get("status") or {}
+    return [e.get("name") for field in ("accessProviders", "credentialProviders")
+            for e in status.get(field) or [] if isinstance(e, dict)]  # fmt: skip
+
+
+def _cluster(name: str, provider: str, source: Any) -> Object:
+    """The kubeconfig cluster entry: what upstream's access library carries over (server, CA data, proxy, the exec
+    extension); TLS skipping and server names are not."""
+    if not isinstance(source, dict):
+        raise KubeconfigRejected(BAD_CLUSTER_PROFILE, f'cluster profile "{name}": {provider}.cluster is not a mapping')
+    server = str(source.get("server") or "")
+    if not is_valid_host(server):  # Kueue's validateRestConfig: the host must be an IP or a DNS-1123 subdomain
+        raise KubeconfigRejected(BAD_REST_CONFIG, "untrusted server endpoint")
+    cluster: Object = {"server": server}
+    for key in ("certificate-authority-data", "proxy-url"):
+        if source.get(key):
+            cluster[key] = source[key]
+    extensions = [e for e in source.get("extensions") or [] if isinstance(e, dict) and e.get("name") == EXEC_EXTENSION]
+    if extensions:
+        cluster["extensions"] = extensions[:1]
+    return cluster
+
+
 def kubeconfig_from_profile(profile: Object, providers: tuple[ClusterProfileAccessProvider, ...]) -> Object:
     """The kubeconfig to connect with, or ``KubeconfigRejected`` with Kueue's reason and wording."""
     name = profile["metadata"]["name"]
@@ -71,30 +95,13 @@ def kubeconfig_from_profile(profile: Object, providers: tuple[ClusterProfileAcce
         )
     found = _accessor(profile, providers)
     if found is None:
-        listed = [e.get("name") for f in ("accessProviders", "credentialProviders")
-                  for e in (profile.get("status") or {}).get(f) or [] if isinstance(e, dict)]  # fmt: skip
-        configured = [p.name for p in providers]
         raise KubeconfigRejected(
             BAD_CLUSTER_PROFILE,
-            f'no matching cluster accessor found for cluster profile "{name}" (it lists {listed or "none"}; '
-            f"configured: {configured})",
+            f'no matching cluster accessor found for cluster profile "{name}" (it lists {_listed(profile) or "none"}; '
+            f"configured: {[p.name for p in providers]})",
         )
     entry, provider_name = found
-    source = entry.get("cluster") or {}
-    if not isinstance(source, dict):
-        raise KubeconfigRejected(
-            BAD_CLUSTER_PROFILE, f'cluster profile "{name}": {provider_name}.cluster is not a mapping'
-        )
-    server = str(source.get("server") or "")
-    if not is_valid_host(server):  # Kueue's validateRestConfig: the host must be an IP or a DNS-1123 subdomain
-        raise KubeconfigRejected(BAD_REST_CONFIG, "untrusted server endpoint")
-    cluster: Object = {"server": server}
-    for key in ("certificate-authority-data", "proxy-url"):  # what upstream's access library carries over
-        if source.get(key):
-            cluster[key] = source[key]
-    extensions = [e for e in source.get("extensions") or [] if isinstance(e, dict) and e.get("name") == EXEC_EXTENSION]
-    if extensions:
-        cluster["extensions"] = extensions[:1]
+    cluster = _cluster(name, provider_name, entry.get("cluster") or {})
     provider = next(p for p in providers if p.name == provider_name)
     return {
         "apiVersion": "v1",
