@@ -283,8 +283,8 @@ def _run_on_a_run(
     import anyio
 
     from multikueue.config import GroupVersionKind
-    from multikueue.kube.client import RETRIED, api_client_from_kubeconfig
-    from multikueue.kube.errors import KubeconfigError, describe
+    from multikueue.kube.client import api_client_from_kubeconfig
+    from multikueue.kube.errors import KubeconfigError, KubeError, describe
 
     try:  # the flags first, then the files they name: one line for the first problem, never two
         gvk = GroupVersionKind.parse(args.kind)
@@ -309,7 +309,7 @@ def _run_on_a_run(
     except LookupError as e:
         print(f"multikueue {command}: {e}", file=sys.stderr)
         return 1
-    except RETRIED as e:  # refused, unanswered, or no credential from the kubeconfig's plugin: one line
+    except KubeError as e:  # refused, unanswered, or no credential from the kubeconfig's plugin: one line
         print(f"multikueue {command}: {describe(e)}", file=sys.stderr)
         return 1
 
@@ -368,8 +368,8 @@ def _explain(args: argparse.Namespace) -> int:
 
     from multikueue.config import GroupVersionKind
     from multikueue.dispatch.direct import explain
-    from multikueue.kube.client import RETRIED, api_client_from_kubeconfig
-    from multikueue.kube.errors import KubeconfigError, describe
+    from multikueue.kube.client import api_client_from_kubeconfig
+    from multikueue.kube.errors import KubeconfigError, KubeError, describe
 
     try:
         gvk = GroupVersionKind.parse(args.kind)
@@ -392,7 +392,7 @@ def _explain(args: argparse.Namespace) -> int:
     except KubeconfigError as e:
         print(f"multikueue explain: cannot use the kubeconfig: {e}", file=sys.stderr)
         return 2
-    except RETRIED as e:
+    except KubeError as e:
         print(f"multikueue explain: {describe(e)}", file=sys.stderr)
         return 1
 

@@ -22,9 +22,9 @@ from multikueue.dispatch.direct import DirectKey, DirectReconciler, waits_for_a_
 from multikueue.dispatch.reconciler import WorkloadReconciler
 from multikueue.integration.reconciler import IntegrationController
 from multikueue.kube import core, events, leader
-from multikueue.kube.client import TRANSIENT, ApiClient
+from multikueue.kube.client import ApiClient
 from multikueue.kube.discovery import KindMisspelt, KindUnavailable, discover_resource
-from multikueue.kube.errors import ApiError, describe
+from multikueue.kube.errors import TRANSIENT, ApiError, describe
 from multikueue.kube.resources import (
     ADMISSION_CHECKS,
     CLUSTER_PROFILES,

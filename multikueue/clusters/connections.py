@@ -16,7 +16,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import anyio
 import anyio.abc
 import structlog
@@ -28,13 +27,13 @@ from multikueue.config import GroupVersionKind
 from multikueue.kube import core
 from multikueue.kube.client import (
     DEFAULT_MAX_CONNECTIONS,
-    RETRIED,
     ApiClient,
+    Timeouts,
     api_client_from_kubeconfig,
     rate_limit,
 )
 from multikueue.kube.discovery import KindUnavailable, cluster_identity, discover_resource
-from multikueue.kube.errors import describe
+from multikueue.kube.errors import KubeError, describe
 from multikueue.kube.resources import WORKLOADS, Objects, Resource
 from multikueue.labels import ORIGIN_LABEL, prebuilt_workload_of
 from multikueue.runtime.informer import DELETED, Informer, ObjectKey
@@ -57,7 +56,7 @@ def fingerprint(kubeconfig: Object) -> str:
 
 
 KIND_RETRY_SECONDS = 30.0
-_DISCOVERY_FAILURES: tuple[type[Exception], ...] = (KindUnavailable, *RETRIED)
+_DISCOVERY_FAILURES: tuple[type[Exception], ...] = (KindUnavailable, KubeError)
 """How often a configured kind that a cluster does not serve (its CRD missing) is looked for again."""
 
 
@@ -199,7 +198,7 @@ class WorkerConnection:
 
     async def connect(self, task_group: TaskGroup) -> None:
         """One attempt: build the client, check the server answers, start the informers. Raises ``ConnectionFailed``."""
-        timeout = aiohttp.ClientTimeout(total=self.timeout, connect=min(5.0, self.timeout))
+        timeout = Timeouts(total=self.timeout, connect=min(5.0, self.timeout))
         api = await api_client_from_kubeconfig(
             self.kubeconfig,
             timeout=timeout,
@@ -214,7 +213,7 @@ class WorkerConnection:
             await core.server_version(api)
             step = "cannot read the worker's identity (namespace kube-system): "
             self.identity = await cluster_identity(api)
-        except RETRIED as e:
+        except KubeError as e:
             await api.close()
             self._attempt_failed(step + describe(e))
             raise ConnectionFailed(self.last_error) from None
@@ -276,7 +275,7 @@ class WorkerConnection:
                     await core.server_version(api)
             except TimeoutError:
                 error = f"health probe: no answer within {self.timeout:g}s"
-            except RETRIED as e:
+            except KubeError as e:
                 error = f"health probe: {describe(e)}"
             if (error is None) == (self.unreachable_since is None):
                 continue  # no change
@@ -306,7 +305,7 @@ class WorkerConnection:
                 self.kind_errors[gvk] = str(e)
                 self.unserved.add(gvk)
                 continue
-            except RETRIED as e:
+            except KubeError as e:
                 self.kind_errors[gvk] = describe(e)
                 continue
             self.kind_errors.pop(gvk, None)

@@ -12,14 +12,13 @@ from multikueue.clusters.worker import Worker
 from multikueue.config import GroupVersionKind
 from multikueue.dispatch.adapter import GenericAdapter
 from multikueue.dispatch.writes import WorkerWriteFailed
-from multikueue.kube.client import RETRIED
-from multikueue.kube.errors import Conflict
+from multikueue.kube.errors import Conflict, KubeError
 from multikueue.labels import ORIGIN_LABEL
 from multikueue.runtime.informer import ObjectKey
 
 log = structlog.get_logger(__name__)
 Object = dict[str, Any]
-WRITE_FAILURES: tuple[type[Exception], ...] = RETRIED
+WRITE_FAILURES: tuple[type[Exception], ...] = (KubeError,)
 
 
 class OwnershipConflict(Exception):

@@ -3,7 +3,9 @@
 A small HTTP client of its own on aiohttp: objects travel as plain dicts, so the generated models of a full client
 library (kubernetes_asyncio imports ~860 modules, a third of this controller's resident memory) are never loaded.
 Every request has a timeout (a hung worker must not stall a reconcile), passes the cluster's rate limiter, is
-counted, and fails as the typed error its code means (``kube.errors``).
+counted, and fails as a ``kube.errors.KubeError``: the typed error its code means, or ``Unreachable``,
+``StreamBroken``, ``CredentialsUnavailable``; an aiohttp or socket error never leaves this module
+(``kube.failures`` translates them).
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Protocol
@@ -22,10 +25,21 @@ from yarl import URL
 
 from multikueue import __version__
 from multikueue.kube.credentials import Credentials
-from multikueue.kube.errors import ApiError, CredentialsUnavailable, refused
+from multikueue.kube.errors import refused
+from multikueue.kube.failures import broken, is_transport_failure, unreachable
 from multikueue.kube.kubeconfig import ClusterAccess, access_from_kubeconfig, in_cluster_access
 
-DEFAULT_TIMEOUT = aiohttp.ClientTimeout(total=30, connect=5, sock_connect=5)
+
+@dataclass(frozen=True)
+class Timeouts:
+    """Bounds on one request, in seconds (``None``: unbounded)."""
+
+    total: float | None = None  # the whole request, its answer read to the end
+    connect: float | None = None  # to have a connection: a free one from the pool, or a new one, TLS included
+    read: float | None = None  # silence between two reads of the answer (a watch's stream that went dead)
+
+
+DEFAULT_TIMEOUT = Timeouts(total=30, connect=5)
 """Total and connect bounds for a request that sets none (watches set their own)."""
 
 DEFAULT_MAX_CONNECTIONS = 100
@@ -34,37 +48,23 @@ of its own (client-go multiplexes one HTTP/2 connection); each costs a handshake
 loop (not uvloop's), a resident 256 KiB read buffer. Fewer trade dispatch latency for memory (measured in
 bench/results/README.md)."""
 
-NO_ANSWER: tuple[type[Exception], ...] = (aiohttp.ClientError, TimeoutError, OSError)
-"""How a request fails when no answer comes back (refused connection, timeout, connection lost midway): what was
-sent may or may not have been carried out (``kube.errors.outcome_unknown``)."""
-
-TRANSIENT: tuple[type[Exception], ...] = (CredentialsUnavailable, *NO_ANSWER)
-"""A request that got no answer, or could not be sent for want of a credential just now: nothing was refused."""
-
-RETRIED: tuple[type[Exception], ...] = (ApiError, *TRANSIENT)
-"""Every way a request through this client fails that a controller retries (with backoff) rather than stops on."""
-
-FD_IN_USE = "File descriptor "
-"""How uvloop's ``RuntimeError`` for a connect on a descriptor still mapped to a transport begins."""
-
 JSON = "application/json"
 MERGE_PATCH = "application/merge-patch+json"
 JSON_PATCH = "application/json-patch+json"
 STRATEGIC_MERGE_PATCH = "application/strategic-merge-patch+json"
 
-Timeout = float | tuple[float, float] | aiohttp.ClientTimeout
-"""Seconds in total, a (connect, read) pair, or an ``aiohttp.ClientTimeout``."""
+Timeout = float | Timeouts
+"""Seconds in total, or ``Timeouts``."""
 
 Query = Mapping[str, str | int | bool | None]
 
 
 def _client_timeout(timeout: Timeout) -> aiohttp.ClientTimeout:
-    if isinstance(timeout, tuple):
-        connect, read = timeout
-        return aiohttp.ClientTimeout(connect=connect, sock_connect=connect, sock_read=read)
     if isinstance(timeout, int | float):
         return aiohttp.ClientTimeout(total=timeout)
-    return timeout
+    return aiohttp.ClientTimeout(
+        total=timeout.total, connect=timeout.connect, sock_connect=timeout.connect, sock_read=timeout.read
+    )
 
 
 def _params(query: Query | None) -> dict[str, str]:
@@ -100,6 +100,26 @@ def environment_proxy(server: str) -> str | None:
         return None
     # Credentials ride in the URL: aiohttp turns them into Proxy-Authorization, for CONNECT and plain requests alike.
     return str(proxy if auth is None else proxy.with_user(auth.login).with_password(auth.password))
+
+
+class Lines:
+    """An answer read line by line as it arrives (a watch, a log); a read that fails raises ``StreamBroken``."""
+
+    def __init__(self, response: aiohttp.ClientResponse, server: str) -> None:
+        self._response = response
+        self._server = server
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        while True:
+            try:
+                line = await self._response.content.readline()
+            except Exception as e:  # a line longer than the read buffer is a ValueError too
+                if not (is_transport_failure(e) or isinstance(e, ValueError)):
+                    raise
+                raise broken(e, self._server) from e
+            if not line:
+                return
+            yield line
 
 
 class ApiClient:
@@ -162,21 +182,18 @@ class ApiClient:
             headers.append(("Content-Type", content_type))
         try:
             response = await self._request(method, path, query, data, headers, timeout)
-        except NO_ANSWER:
-            if self.on_error is not None:
-                self.on_error("connection")
-            raise
-        except RuntimeError as e:
-            if not str(e).startswith(FD_IN_USE):
-                raise
+        except Exception as e:
             # uvloop can hand a new socket a descriptor its loop still maps to a closing transport (uvloop#653,
-            # open): the connection failed, and is retried as one; uncaught, it ended the process (fault soak).
+            # open): a RuntimeError that is a failed connection, retried as one; uncaught, it ended the process
+            # (fault soak). Any other RuntimeError is a bug and surfaces as it is.
+            if not is_transport_failure(e):
+                raise
             if self.on_error is not None:
                 self.on_error("connection")
-            raise aiohttp.ClientConnectionError(f"connection failed: {e}") from e
+            raise unreachable(e, self.host) from e
         if response.status >= 400:
             try:
-                answer = await response.read()
+                answer = await self._read(response)
             finally:
                 response.release()
             if self.on_error is not None:
@@ -204,15 +221,27 @@ class ApiClient:
         """The whole answer's bytes, its connection back in the pool."""
         response = await self._send(method, path, query, body, content_type, timeout)
         try:
-            return await response.read()
+            return await self._read(response)
         finally:
             response.release()
+
+    async def _read(self, response: aiohttp.ClientResponse) -> bytes:
+        """The answer's body, whose status already came (a write it answers was carried out)."""
+        try:
+            return await response.read()
+        except Exception as e:
+            if not is_transport_failure(e):
+                raise
+            raise broken(e, self.host) from e
 
     async def request(self, method: str, path: str, *, query: Query | None = None, body: Any = None,
                       content_type: str = JSON, timeout: Timeout | None = None) -> Any:  # fmt: skip
         """The decoded JSON answer (``None`` when it is empty)."""
         answer = await self._answer(method, path, query, body, content_type, timeout)
-        return json.loads(answer) if answer else None
+        try:
+            return json.loads(answer) if answer else None
+        except ValueError as e:
+            raise broken(e, self.host) from e
 
     async def send(self, method: str, path: str, *, body: Any = None, content_type: str = JSON) -> None:
         """A request whose answer is not wanted: read and let go undecoded."""
@@ -220,13 +249,13 @@ class ApiClient:
 
     @asynccontextmanager
     async def stream(self, path: str, *, query: Query | None = None, timeout: Timeout | None = None
-                     ) -> AsyncIterator[aiohttp.ClientResponse]:  # fmt: skip
-        """A GET whose answer is read as it arrives (a watch, a log). Left early (cancelled, failed, or the caller
-        stops), the connection is closed at once with no await, safe under cancellation, or every restart would
-        leak one; read to its end, it goes back to the pool."""
+                     ) -> AsyncIterator[Lines]:  # fmt: skip
+        """A GET whose answer is read line by line as it arrives (a watch, a log). Left early (cancelled, failed, or
+        the caller stops), the connection is closed at once with no await, safe under cancellation, or every restart
+        would leak one; read to its end, it goes back to the pool."""
         response = await self._send("GET", path, query, None, JSON, timeout)
         try:
-            yield response
+            yield Lines(response, self.host)
         except BaseException:
             response.close()
             raise

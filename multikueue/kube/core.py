@@ -7,9 +7,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-import aiohttp
-
-from multikueue.kube.client import STRATEGIC_MERGE_PATCH, ApiClient
+from multikueue.kube.client import STRATEGIC_MERGE_PATCH, ApiClient, Timeouts
 from multikueue.kube.listwatch import ApiListSource
 
 Object = dict[str, Any]
@@ -67,9 +65,9 @@ async def pods(api: ApiClient, namespace: str, selector: str) -> list[Object]:
 async def pod_log(api: ApiClient, namespace: str, pod: str, container: str, *, follow: bool) -> AsyncIterator[str]:
     """One container's log, line by line; with ``follow``, until the container ends (or the caller stops)."""
     path = _path(namespace, "pods", pod) + "/log"
-    timeout = aiohttp.ClientTimeout(total=None, sock_connect=10)
-    async with api.stream(path, query={"container": container, "follow": follow}, timeout=timeout) as response:
-        async for line in response.content:
+    timeout = Timeouts(connect=10)
+    async with api.stream(path, query={"container": container, "follow": follow}, timeout=timeout) as lines:
+        async for line in lines:
             yield line.decode(errors="replace").rstrip("\n")
 
 

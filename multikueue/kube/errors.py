@@ -1,25 +1,31 @@
 """API errors by what they mean, and as users read them.
 
-Every failed call through ``kube/`` raises an ``ApiError`` subclass (``NotFound``, ``Conflict``, ``Gone``,
-``Refused``...), so code outside ``kube/`` says ``except NotFound`` rather than comparing HTTP codes. ``str()`` of
-an error keeps the answer's headers and raw body for debugging, which a log line or a condition message must never
-carry: everything that reports an API failure goes through ``describe``.
+Every failed request through ``kube/`` raises a ``KubeError``, and nothing else (no ``aiohttp`` or socket error leaves
+``kube/``):
+
+- ``ApiError``: the server answered with an error; a subclass per meaning (``NotFound``, ``Conflict``, ``Gone``,
+  ``Refused``...), so code outside ``kube/`` says ``except NotFound`` rather than comparing HTTP codes;
+- ``Unreachable``: no answer (connection refused, name not found, TLS handshake failed, timed out, connection lost),
+  with whether the request may have reached the server (``maybe_done``);
+- ``StreamBroken``: an answer cut short or unreadable (a watch or log stream ending mid-body, a garbled line);
+- ``CredentialsUnavailable``: no credential just now, the request not sent.
+
+``str()`` of an ``ApiError`` keeps the answer's headers and raw body for debugging, which a log line or a condition
+message must never carry: everything that reports an API failure goes through ``describe``.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import socket
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import aiohttp
-
 __all__ = [
+    "NO_ANSWER", "TRANSIENT",
     "ApiError", "BadRequest", "Busy", "Conflict", "CredentialsUnavailable",
-    "Forbidden", "Gone", "Invalid", "KubeconfigError", "NotFound",
-    "Refused", "Summary", "Unauthorized", "describe", "outcome_unknown", "refused", "status_of", "summary",
+    "Forbidden", "Gone", "Invalid", "KubeError", "KubeconfigError", "NotFound",
+    "Refused", "StreamBroken", "Summary", "Unauthorized", "Unreachable",
+    "describe", "outcome_unknown", "refused", "status_of", "summary",
 ]  # fmt: skip
 
 
@@ -27,13 +33,32 @@ class KubeconfigError(ValueError):
     """A kubeconfig (or the pod's service account) that cannot be used: one line naming the field and value."""
 
 
-class CredentialsUnavailable(Exception):
+class KubeError(Exception):
+    """Any way a call through ``kube/`` fails: every one is retried (with backoff) by a controller, never a crash."""
+
+
+class Unreachable(KubeError):
+    """No answer came: the connection was refused, the name not found, the TLS handshake failed, the request timed
+    out or the connection was lost. ``maybe_done``: whether the request may have reached the server (``False`` only
+    when no connection was ever made for it). ``str()`` is one line naming the server and why."""
+
+    def __init__(self, message: str, *, maybe_done: bool) -> None:
+        super().__init__(message)
+        self.maybe_done = maybe_done
+
+
+class StreamBroken(KubeError):
+    """An answer cut short or unreadable: a watch or log stream that ended mid-body, went silent past its read
+    timeout, or carried a line that is not JSON. The stream is started again; nothing it said is lost for good."""
+
+
+class CredentialsUnavailable(KubeError):
     """No credential could be had for a request just now (an exec plugin failed or timed out, a token file could
     not be read): the request was not sent, and is retried like one that got no answer. Never a configuration
     error: a plugin that fails once must not end a running controller."""
 
 
-class ApiError(Exception):
+class ApiError(KubeError):
     """A failed API call: the HTTP status, the reason phrase, the raw body and the answer's headers."""
 
     def __init__(
@@ -123,16 +148,21 @@ def summary(error: ApiError) -> Summary:
     return Summary(code, reason, message)
 
 
+NO_ANSWER: tuple[type[KubeError], ...] = (Unreachable, StreamBroken)
+"""A request that got no answer, or no whole answer: what was sent may or may not have been carried out."""
+
+TRANSIENT: tuple[type[KubeError], ...] = (CredentialsUnavailable, *NO_ANSWER)
+"""A request that got no answer, or could not be sent for want of a credential just now: nothing was refused."""
+
+
 def describe(error: BaseException) -> str:
-    """One line for any failure: API errors without headers, a failed connection as where and why (aiohttp's own
-    text carries the SSL context's repr), others as ``Type: text``."""
+    """One line for any failure: API errors without headers, the other ``KubeError``s as their own one line, others
+    as ``Type: text``."""
     if isinstance(error, ApiError):
         return str(summary(error))
-    if isinstance(error, aiohttp.ClientConnectorError):
-        return f"cannot connect to {error.host}:{error.port}: {_why(error.os_error)}"
-    if isinstance(error, aiohttp.ServerDisconnectedError):
-        return "the server closed the connection before answering"
     text = str(error)
+    if isinstance(error, KubeError) and text:
+        return text
     return f"{type(error).__name__}: {text}" if text else type(error).__name__
 
 
@@ -142,14 +172,9 @@ def outcome_unknown(error: BaseException) -> bool:
     write is never taken as not done: what it wrote is read back before anything depends on it."""
     if isinstance(error, ApiError):
         return error.status >= 500 and error.status != 503
+    if isinstance(error, Unreachable):
+        return error.maybe_done  # False: no connection was ever made for it
     return not isinstance(error, CredentialsUnavailable)  # not sent at all
-
-
-def _why(error: OSError) -> str:
-    """An OS error's reason alone ("Connection refused", "Name or service not known")."""
-    if isinstance(error, socket.gaierror) or not error.errno or error.errno < 0:
-        return error.strerror or type(error).__name__
-    return os.strerror(error.errno)
 
 
 def status_of(error: BaseException) -> int | None:

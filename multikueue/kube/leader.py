@@ -17,8 +17,8 @@ from typing import Any
 import anyio
 import structlog
 
-from multikueue.kube.client import RETRIED, ApiClient
-from multikueue.kube.errors import NotFound, describe
+from multikueue.kube.client import ApiClient
+from multikueue.kube.errors import KubeError, NotFound, describe
 
 log = structlog.get_logger(__name__)
 
@@ -70,7 +70,7 @@ class Election:
         """One attempt; ``False`` when the Lease is another's, a write lost a race, or the API did not answer."""
         try:
             return await self._attempt()
-        except RETRIED as e:
+        except KubeError as e:
             log.warning(
                 "leader lease not acquired or renewed", lease=f"{self.namespace}/{self.name}", error=describe(e)
             )

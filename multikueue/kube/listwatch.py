@@ -6,10 +6,9 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-import aiohttp
-
-from multikueue.kube.client import ApiClient, Query
-from multikueue.kube.errors import refused
+from multikueue.kube.client import ApiClient, Query, Timeouts
+from multikueue.kube.errors import StreamBroken, refused
+from multikueue.kube.failures import broken, where
 
 Object = dict[str, Any]
 
@@ -32,16 +31,25 @@ class ApiListSource:
         return result
 
     async def watch(self, *, resource_version: str, timeout_seconds: int) -> AsyncIterator[Object]:
-        """The watch's events as they arrive, each line decoded once."""
-        read_timeout = aiohttp.ClientTimeout(connect=10, sock_connect=10, sock_read=timeout_seconds + 15)
+        """The watch's events as they arrive, each line decoded once. A line that is not a watch event (garbled, or
+        cut off) raises ``StreamBroken``."""
+        read_timeout = Timeouts(connect=10, read=timeout_seconds + 15)
         query = {
             **self.query, "watch": True, "resourceVersion": resource_version, "allowWatchBookmarks": True,
             "timeoutSeconds": timeout_seconds,
         }  # fmt: skip
-        async with self.api.stream(self.path, query=query, timeout=read_timeout) as response:
-            while line := await response.content.readline():
-                if line.strip():
-                    yield event_of(json.loads(line))
+        async with self.api.stream(self.path, query=query, timeout=read_timeout) as lines:
+            async for line in lines:
+                if not line.strip():
+                    continue
+                try:
+                    event = json.loads(line)
+                except ValueError as e:
+                    raise broken(e, self.api.host) from e
+                if not isinstance(event, dict) or "type" not in event or "object" not in event:
+                    text = line[:80].decode(errors="replace").strip()
+                    raise StreamBroken(f"the watch from {where(self.api.host)} sent a line that is no event: {text}")
+                yield event_of(event)
 
 
 def event_of(event: Object) -> Object:

@@ -21,8 +21,7 @@ from typing import Any, Protocol
 import anyio
 import structlog
 
-from multikueue.kube.client import TRANSIENT
-from multikueue.kube.errors import ApiError, Busy, Gone, Refused, describe
+from multikueue.kube.errors import ApiError, Busy, Gone, KubeError, Refused, describe
 from multikueue.runtime.workqueue import Backoff
 
 Object = dict[str, Any]
@@ -62,7 +61,6 @@ IndexFunction = Callable[[Object], Iterable[Hashable]]
 """The values an object is found under in one index (client-go's ``IndexFunc``): e.g. its controller owner's UID."""
 _RETRY = Backoff(base=0.5, factor=2, cap=30)
 BUSY_RETRY_MAX = 5.0
-_TRANSIENT_OR_UNREADABLE: tuple[type[Exception], ...] = (*TRANSIENT, ValueError)  # ValueError: a garbled stream
 
 
 def retry_delay(error: BaseException, failures: int, backoff: Backoff) -> float:
@@ -180,7 +178,7 @@ class Informer:
                 if isinstance(e, Refused):  # a broken request will not heal by resuming the watch
                     self.resource_version = None
                 failures = await self._pause(retry_delay(e, failures, self.backoff), failures)
-            except _TRANSIENT_OR_UNREADABLE as e:
+            except KubeError as e:  # no answer, a stream cut short or garbled, no credential just now
                 failures += 1
                 self._failed(e)
                 failures = await self._pause(retry_delay(e, failures, self.backoff), failures)

@@ -6,11 +6,13 @@ proxy speaks to the API server as the bed's admin. Everything passes through, wa
 until ``withhold`` arms it: from the next matching request on, nothing more reaches the caller (not even the watch
 event of that write); the request is forwarded and answered by the server, the answer kept back (the caller's request
 times out), and ``on_withheld`` runs (a test pauses the server there, so the worker then answers nothing at all).
-``release`` ends the held request without an answer and lets the held streams go on.
+``release`` ends the held request without an answer and lets the held streams go on. ``cut`` closes the connections
+of the answers being streamed (watches) mid-body, as a server that crashed or a network that dropped them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import ssl
 import tempfile
@@ -50,6 +52,7 @@ class ApiProxy:
         self._armed: tuple[str, str] | None = None
         self._frozen = False  # answers held until ``release``
         self._released = anyio.Event()
+        self._streaming: set[asyncio.BaseTransport] = set()  # the callers' connections of answers under way
         self._ca = CertificateAuthority("multikueue-test-proxy-ca")
         self._dir = tempfile.TemporaryDirectory(prefix="multikueue-proxy-")
         self._runner: web.AppRunner | None = None
@@ -73,6 +76,14 @@ class ApiProxy:
         """End the held requests (their callers get no answer: the connection is closed); held streams go on."""
         self._frozen = False
         self._released.set()
+
+    def cut(self) -> int:
+        """Close the connections of the answers under way mid-body, the server left running; returns how many."""
+        cut = len(self._streaming)
+        for transport in self._streaming:
+            transport.close()
+        self._streaming.clear()
+        return cut
 
     async def __aenter__(self) -> ApiProxy:
         serving = self._ca.issue("proxy", ip_addresses=("127.0.0.1",), server=True)
@@ -119,11 +130,17 @@ class ApiProxy:
                 if name.lower() not in HOP_BY_HOP:
                     response.headers[name] = value
             await response.prepare(request)
-            async for chunk in upstream.content.iter_any():
-                if self._frozen:
-                    await self._released.wait()
-                await response.write(chunk)
-            await response.write_eof()
+            transport = request.transport
+            assert transport is not None
+            self._streaming.add(transport)
+            try:
+                async for chunk in upstream.content.iter_any():
+                    if self._frozen:
+                        await self._released.wait()
+                    await response.write(chunk)
+                await response.write_eof()
+            finally:
+                self._streaming.discard(transport)
             return response
 
     def _matches(self, request: web.Request) -> bool:

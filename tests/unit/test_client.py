@@ -9,13 +9,12 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import pytest
 import yaml
 
 from multikueue.kube.client import ApiClient, rate_limit
 from multikueue.kube.credentials import Credentials
-from multikueue.kube.errors import CredentialsUnavailable, KubeconfigError
+from multikueue.kube.errors import CredentialsUnavailable, KubeconfigError, Unreachable
 from multikueue.kube.kubeconfig import (
     ClusterAccess,
     ExecPlugin,
@@ -262,8 +261,10 @@ async def test_uvloops_descriptor_reuse_on_connect_is_a_failed_connection_not_a_
         raise RuntimeError("File descriptor 20 is used by transport <TCPTransport closed=False reading=True 0x5640>")
 
     monkeypatch.setattr(api, "_request", reused)
-    with pytest.raises(aiohttp.ClientConnectionError, match="connection failed: File descriptor 20"):
+    with pytest.raises(Unreachable, match=r"^cannot connect to 127\.0\.0\.1:1: .*uvloop#653") as raised:
         await api.request("GET", "/version")
+    assert raised.value.maybe_done is False, "no connection was made: the request never went out"
+    assert isinstance(raised.value.__cause__, RuntimeError)
     assert errors == ["connection"]
 
     async def other(*_: Any) -> Any:

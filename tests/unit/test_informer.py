@@ -5,11 +5,10 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-import aiohttp
 import anyio
 import pytest
 
-from multikueue.kube.errors import Forbidden, Gone
+from multikueue.kube.errors import CredentialsUnavailable, Forbidden, Gone, StreamBroken, Unreachable
 from multikueue.runtime.informer import Informer, ObjectKey
 from multikueue.runtime.workqueue import Backoff
 
@@ -116,8 +115,10 @@ async def test_connection_errors_back_off_keep_the_version_and_record_the_first_
     source = ScriptedSource(
         lists=[page([], 10)],
         watches=[
-            [aiohttp.ClientConnectionError("refused")],
-            [TimeoutError()],
+            [Unreachable("cannot connect to w:6443: Connection refused", maybe_done=False)],
+            [Unreachable("w:6443 did not answer in time", maybe_done=True)],
+            [StreamBroken("the answer from w:6443 was cut short")],
+            [CredentialsUnavailable("exec plugin 'x' failed")],
             [{"type": "ADDED", "object": obj("a", 11)}],
         ],
     )
@@ -131,7 +132,7 @@ async def test_connection_errors_back_off_keep_the_version_and_record_the_first_
 
     informer._failed = spy  # type: ignore[method-assign]
     await run_until_idle(informer, source)
-    assert source.watch_calls == ["10", "10", "10", "11"]
+    assert source.watch_calls == ["10", "10", "10", "10", "10", "11"]
     assert len(source.list_calls) == 1
     assert drops[0] is not None
     assert drops[0] == drops[1], "the first drop time is kept across failed retries"
