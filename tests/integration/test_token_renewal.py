@@ -161,7 +161,8 @@ async def test_a_short_token_is_renewed_under_load_without_a_reconnect_and_the_o
         fresh = service_account_token(renewed)
         assert fresh is not None
         assert (fresh.namespace, fresh.name, fresh.lifetime) == (s.namespace, ACCOUNT, 600)
-        assert await _cluster_events(s, "TokenRenewed"), "the renewal is told on the MultiKueueCluster"
+        # Renewed more than once while the runs went on (every ~6 s here), each told on the MultiKueueCluster.
+        assert len(await _cluster_events(s, "TokenRenewed")) >= 2
 
         # The same connection throughout: its informers never listed again; only its credential changed.
         assert _reconciler(s).connections[s.names["worker1"]] is connection
