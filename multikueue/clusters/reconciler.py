@@ -51,6 +51,16 @@ def kubeconfig_secret_name(cluster: Object) -> str | None:
     return None
 
 
+def _connected_message(connection: WorkerConnection, renewal_problem: str | None) -> str:
+    message = "Connected"
+    if connection.kind_errors:
+        unavailable = "; ".join(
+            f"{gvk.kind}.{gvk.version}.{gvk.group}: {e}" for gvk, e in connection.kind_errors.items()
+        )
+        message = f"Connected; unavailable kinds: {unavailable}"
+    return f"{message}; {renewal_problem}" if renewal_problem else message
+
+
 class ClusterReconciler:
     def __init__(
         self,
@@ -150,15 +160,7 @@ class ClusterReconciler:
             await connection.refresh_kinds()
             if set(connection.resources) != before:
                 self.on_connection_change(name)  # a kind became available: waiting Workloads may now go there
-        message = "Connected"
-        if connection.kind_errors:
-            unavailable = "; ".join(
-                f"{gvk.kind}.{gvk.version}.{gvk.group}: {e}" for gvk, e in connection.kind_errors.items()
-            )
-            message = f"Connected; unavailable kinds: {unavailable}"
-        if renewal.problem:
-            message += f"; {renewal.problem}"
-        await self._set_active(cluster, True, "Active", message)
+        await self._set_active(cluster, True, "Active", _connected_message(connection, renewal.problem))
         retries = [
             t for t in (KIND_RETRY_SECONDS if connection.kind_errors else None, renewal.next_check) if t is not None
         ]
