@@ -284,7 +284,8 @@ class ClusterReconciler:
         if self.metrics is not None:
             self._forget_expiry(meta["name"])
             if expires is not None:
-                self.metrics.credentials_expiry.labels(meta["name"], str(credentials.renewable).lower()).set(expires)
+                renewable = credentials.renewable or self.renewer.renews(cluster, credentials.access.token)
+                self.metrics.credentials_expiry.labels(meta["name"], str(renewable).lower()).set(expires)
         text = (
             None
             if expires is None

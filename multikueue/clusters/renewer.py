@@ -64,6 +64,11 @@ class TokenRenewer:
         self.component = component
         self.failing: dict[str, _Failing] = {}
 
+    def renews(self, cluster: Object, token: str | None) -> bool:
+        """Whether this dispatcher renews the token (opted in, and a ServiceAccount token): its expiry is then no
+        person's deadline (the metric's ``renewable`` label)."""
+        return opted_in(cluster) and token is not None and service_account_token(token) is not None
+
     def forget(self, name: str) -> None:
         self.failing.pop(name, None)
 

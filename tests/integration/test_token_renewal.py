@@ -161,6 +161,10 @@ async def test_a_short_token_is_renewed_under_load_without_a_reconnect_and_the_o
         fresh = service_account_token(renewed)
         assert fresh is not None
         assert (fresh.namespace, fresh.name, fresh.lifetime) == (s.namespace, ACCOUNT, 600)
+        # The dispatcher renews it: no person's deadline, so the expiry alert (renewable="false") stays quiet.
+        assert s.manager is not None
+        samples = [x for metric in s.manager.metrics.credentials_expiry.collect() for x in metric.samples]
+        assert any(x.labels == {"cluster": s.names["worker1"], "renewable": "true"} for x in samples), samples
         # Renewed more than once while the runs went on (every ~6 s here), each told on the MultiKueueCluster.
         assert len(await _cluster_events(s, "TokenRenewed")) >= 2
 
