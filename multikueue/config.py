@@ -591,6 +591,31 @@ class Shard(_Model):
     object_selector: LabelSelector = ""  # on the Direct-mode objects' labels; empty: every object
 
 
+class TokenRenewal(_Model):
+    """Renewing a worker's ServiceAccount token before it lapses, for the MultiKueueClusters that opt in (annotation
+    ``multikueue.x-k8s.io/renew-token: "true"``; docs/configuration.md)."""
+
+    # The share of a token's lifetime after which a new one is asked for: 0.8, as the kubelet renews projected
+    # tokens (and at the latest once a day). Smaller renews earlier (a test need not wait for real expiry).
+    renew_after: float = 0.8
+    # The lifetime asked for; unset: the current token's own. The API server refuses less than 10 minutes.
+    expiration: Duration | None = None
+
+    @field_validator("renew_after", mode="before")
+    @classmethod
+    def _fraction(cls, value: Any) -> float:
+        if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
+            raise ValueError(f"must be a fraction of the token's lifetime between 0 and 1 (such as 0.8), got {value!r}")
+        return float(value)
+
+    @field_validator("expiration")
+    @classmethod
+    def _at_least_ten_minutes(cls, value: float | None) -> float | None:
+        if value is not None and value < 600:
+            raise ValueError(f"must be at least 10m (the API server refuses shorter tokens), got {value:g}s")
+        return value
+
+
 class Dispatcher(_Model):
     """This controller's own settings (not part of Kueue's Configuration)."""
 
@@ -610,6 +635,7 @@ class Dispatcher(_Model):
     adapters: tuple[Adapter, ...] = ()
     webhook: Webhook | None = None  # served only when set (and some adapter has an integration)
     shard: Shard = Shard()
+    token_renewal: TokenRenewal = TokenRenewal()
 
     @model_validator(mode="after")
     def _unique_adapters(self) -> Dispatcher:

@@ -75,6 +75,10 @@ kubeconfig that later leads to another cluster is refused while it differs."""
 CREDENTIALS_EXPIRY_ANNOTATION = "multikueue.x-k8s.io/credentials-expire-at"
 """On a MultiKueueCluster: when the credential used for the worker stops working (RFC 3339), as it says itself."""
 
+RENEW_TOKEN_ANNOTATION = "multikueue.x-k8s.io/renew-token"
+"""On a MultiKueueCluster, ``"true"``: the dispatcher renews the ServiceAccount token in its kubeconfig Secret before
+it lapses (asked of the worker with the still-valid token, written back into the Secret)."""
+
 MANAGER_ONLY_ANNOTATIONS = (
     "kubectl.kubernetes.io/last-applied-configuration",  # holds the manager's whole object, managedBy included
     PLACEMENT_WORKER,

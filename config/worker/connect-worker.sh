@@ -4,19 +4,26 @@
 #   2. write a kubeconfig with it (inline CA, no file paths: what Kueue and this controller accept) into the manager
 #      Secret <name>-kubeconfig, key `kubeconfig`, in the dispatcher's namespace,
 #   3. apply the MultiKueueCluster <name> that names that Secret.
-# Run it again to rotate the token: the dispatcher picks the new Secret up without a restart.
+# Two ways to keep the worker reachable:
+#   - a long-lived token (the default, --duration 8760h): run this again to rotate it before it lapses; the
+#     dispatcher picks the new Secret up without a restart;
+#   - a short token renewed by the dispatcher (--renew, e.g. --duration 24h): the MultiKueueCluster is annotated
+#     multikueue.x-k8s.io/renew-token: "true", and the dispatcher asks the worker for a new token (the Role
+#     multikueue-dispatcher-token of config/worker/rbac.yaml) and writes it into the Secret before the old one
+#     lapses. The manager must be allowed to patch that Secret: add its name to config/manager/token-renewal.yaml
+#     (or the chart's tokenRenewal.secrets).
 #
 #   config/worker/connect-worker.sh worker1 --worker-context worker1 --manager-context manager \
-#       [--server https://worker1.example:6443] [--namespace multikueue-system] [--duration 8760h]
+#       [--server https://worker1.example:6443] [--namespace multikueue-system] [--duration 8760h] [--renew]
 #
 # --server: the worker's API URL as the dispatcher reaches it (default: the worker context's own server).
 # KUBECTL picks the kubectl program (default: kubectl); KUBECONFIG is honoured.
 set -euo pipefail
 
-usage() { sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 [ $# -ge 1 ] || usage
 name=$1; shift
-worker_context="" manager_context="" server="" namespace=multikueue-system duration=8760h
+worker_context="" manager_context="" server="" namespace=multikueue-system duration=8760h renew=false
 while [ $# -gt 0 ]; do
   case $1 in
     --worker-context) worker_context=$2; shift 2 ;;
@@ -24,6 +31,7 @@ while [ $# -gt 0 ]; do
     --server) server=$2; shift 2 ;;
     --namespace) namespace=$2; shift 2 ;;
     --duration) duration=$2; shift 2 ;;
+    --renew) renew=true; shift ;;
     *) echo "connect-worker.sh: unknown argument $1" >&2; usage ;;
   esac
 done
@@ -71,6 +79,8 @@ apiVersion: kueue.x-k8s.io/v1beta2
 kind: MultiKueueCluster
 metadata:
   name: $name
+  annotations:
+    multikueue.x-k8s.io/renew-token: "$renew"
 spec:
   clusterSource:
     kubeConfig: {location: $name-kubeconfig, locationType: Secret}

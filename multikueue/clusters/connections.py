@@ -32,8 +32,10 @@ from multikueue.kube.client import (
     api_client_from_kubeconfig,
     rate_limit,
 )
+from multikueue.kube.credentials import header_only_change
 from multikueue.kube.discovery import KindUnavailable, cluster_identity, discover_resource
-from multikueue.kube.errors import KubeError, describe
+from multikueue.kube.errors import KubeconfigError, KubeError, describe
+from multikueue.kube.kubeconfig import access_from_kubeconfig
 from multikueue.kube.resources import WORKLOADS, Objects, Resource
 from multikueue.labels import ORIGIN_LABEL, prebuilt_workload_of
 from multikueue.runtime.informer import DELETED, Informer, ObjectKey
@@ -249,6 +251,35 @@ class WorkerConnection:
                 on_event=self._warning_handler,
             )
             self._informers.start_soon(warnings.run)
+
+    async def renew_credentials(self, kubeconfig: Object) -> bool:
+        """Use a kubeconfig whose only change is the credential (a renewed token) in the live client: no reconnect,
+        so no informer lists again and no run notices. Checked first with a client of its own: the worker accepts
+        it and is the same cluster. ``False`` when it cannot be used so (anything else changed, or the check
+        failed): the caller then reconnects, which reports why."""
+        if self.api is None or not self.started:
+            return False
+        try:
+            access = access_from_kubeconfig(kubeconfig)
+        except KubeconfigError:
+            return False
+        if not header_only_change(self.api.access, access):
+            return False
+        trial = ApiClient(access, timeout=Timeouts(total=self.timeout), temp_dir=self.temp_dir,
+                          on_error=self.on_api_error, on_request=self.on_api_request)  # fmt: skip
+        try:
+            identity = await cluster_identity(trial)
+        except KubeError as e:
+            log.warning("renewed credential refused by the worker; reconnecting", cluster=self.name, error=describe(e))
+            return False
+        finally:
+            await trial.close()
+        if identity != self.identity:
+            return False
+        self.api.access, self.api.credentials = access, self.api.credentials.with_header_of(access)
+        self.kubeconfig, self.fingerprint = kubeconfig, fingerprint(kubeconfig)
+        log.info("worker credential renewed in place", cluster=self.name)
+        return True
 
     async def _run(self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
         """Own this connection's informers in one task group, cancelled as a whole by ``close``."""

@@ -28,6 +28,7 @@ from multikueue.clusters.connections import (
 )
 from multikueue.clusters.kubeconfig import BAD_KUBECONFIG, KubeconfigRejected, validate_kubeconfig
 from multikueue.clusters.profiles import BAD_CLUSTER_PROFILE, kubeconfig_from_profile, profile_name
+from multikueue.clusters.renewer import TokenRenewer
 from multikueue.config import Configuration
 from multikueue.kube import conditions
 from multikueue.kube.errors import NotFound
@@ -56,6 +57,16 @@ def kubeconfig_secret_name(cluster: Object) -> str | None:
         location = ref.get("location")
         return str(location) if location else None
     return None
+
+
+def _connected_message(connection: WorkerConnection, renewal_problem: str | None) -> str:
+    message = "Connected"
+    if connection.kind_errors:
+        unavailable = "; ".join(
+            f"{gvk.kind}.{gvk.version}.{gvk.group}: {e}" for gvk, e in connection.kind_errors.items()
+        )
+        message = f"Connected; unavailable kinds: {unavailable}"
+    return f"{message}; {renewal_problem}" if renewal_problem else message
 
 
 class ClusterReconciler:
@@ -90,6 +101,9 @@ class ClusterReconciler:
         self.tried: set[str] = set()  # clusters a pass has looked at (and so tried to connect to) in this process
         # Kubeconfigs refused for leading to another cluster: (current, refused fingerprint, recorded identity) and why
         self.refused: dict[str, tuple[tuple[str, str, str | None], tuple[str, str]]] = {}
+        dispatcher = config.dispatcher
+        self.renewer = TokenRenewer(dispatcher.token_renewal, manager.api, secrets, dispatcher.namespace,
+                                    dispatcher.controller_name)  # fmt: skip
 
     def clusters_using_secret(self, secret_name: str) -> list[str]:
         return [c["metadata"]["name"] for c in self.clusters.items() if kubeconfig_secret_name(c) == secret_name]
@@ -132,7 +146,8 @@ class ClusterReconciler:
             return Result()  # the Secret's watch triggers the next attempt
 
         connection = self.connections.get(name)
-        if connection is not None and connection.fingerprint != fingerprint(kubeconfig):
+        if (connection is not None and connection.fingerprint != fingerprint(kubeconfig)
+                and not await connection.renew_credentials(kubeconfig)):  # fmt: skip
             refused = await self._rotate(name, cluster, connection, kubeconfig)
             if refused is not None:
                 await self._set_active(cluster, False, *refused)
@@ -157,19 +172,17 @@ class ClusterReconciler:
         # On every pass until written: a first write that failed (a conflict, RBAC) is retried with the pass.
         cluster = await self._record_identity(cluster, connection)
         cluster = await self._record_expiry(cluster, connection)
+        renewal = await self.renewer.check(cluster, connection, kubeconfig_secret_name(cluster))
         if connection.kind_errors:
             before = set(connection.resources)
             await connection.refresh_kinds()
             if set(connection.resources) != before:
                 self.on_connection_change(name)  # a kind became available: waiting Workloads may now go there
-        message = "Connected"
-        if connection.kind_errors:
-            unavailable = "; ".join(
-                f"{gvk.kind}.{gvk.version}.{gvk.group}: {e}" for gvk, e in connection.kind_errors.items()
-            )
-            message = f"Connected; unavailable kinds: {unavailable}"
-        await self._set_active(cluster, True, "Active", message)
-        return Result(requeue_after=KIND_RETRY_SECONDS if connection.kind_errors else None)
+        await self._set_active(cluster, True, "Active", _connected_message(connection, renewal.problem))
+        retries = [
+            t for t in (KIND_RETRY_SECONDS if connection.kind_errors else None, renewal.next_check) if t is not None
+        ]
+        return Result(requeue_after=min(retries, default=None))
 
     async def _start(self, name: str, cluster: Object, connection: WorkerConnection) -> Object | Result:
         """Connect (on Kueue's retry schedule) and check the worker's identity; the MultiKueueCluster as it now is,
@@ -289,7 +302,8 @@ class ClusterReconciler:
         if self.metrics is not None:
             self._forget_expiry(meta["name"])
             if expires is not None:
-                self.metrics.credentials_expiry.labels(meta["name"], str(credentials.renewable).lower()).set(expires)
+                renewable = credentials.renewable or self.renewer.renews(cluster, credentials.access.token)
+                self.metrics.credentials_expiry.labels(meta["name"], str(renewable).lower()).set(expires)
         text = (
             None
             if expires is None
@@ -326,6 +340,7 @@ class ClusterReconciler:
             with contextlib.suppress(KeyError):
                 self.metrics.worker_connected.remove(name)
             self._forget_expiry(name)
+        self.renewer.forget(name)
         connection = self.connections.pop(name, None)
         if connection is not None:
             await connection.close()

@@ -4,10 +4,11 @@ their logs, and the caBundle of a MutatingWebhookConfiguration. Errors are ``kub
 
 from __future__ import annotations
 
+import base64
 from collections.abc import AsyncIterator
 from typing import Any
 
-from multikueue.kube.client import STRATEGIC_MERGE_PATCH, ApiClient, Timeouts
+from multikueue.kube.client import MERGE_PATCH, STRATEGIC_MERGE_PATCH, ApiClient, Timeouts
 from multikueue.kube.listwatch import ApiListSource
 
 Object = dict[str, Any]
@@ -77,6 +78,16 @@ async def write_secret(api: ApiClient, namespace: str, body: Object, *, replace:
         await api.send("PUT", _path(namespace, "secrets", body["metadata"]["name"]), body=body)
     else:
         await api.send("POST", _path(namespace, "secrets"), body=body)
+
+
+async def patch_secret_data(api: ApiClient, namespace: str, name: str, resource_version: str, key: str,
+                            value: bytes) -> Object:  # fmt: skip
+    """Replace one key of the Secret, only if it is still at ``resource_version`` (``Conflict`` otherwise): a
+    change made meanwhile (an operator's rotation) is never overwritten. The Secret as written."""
+    body = {"metadata": {"resourceVersion": resource_version}, "data": {key: base64.b64encode(value).decode()}}
+    result: Object = await api.request("PATCH", _path(namespace, "secrets", name), body=body,
+                                       content_type=MERGE_PATCH)  # fmt: skip
+    return result
 
 
 async def inject_mutating_ca_bundle(api: ApiClient, name: str, bundle: str) -> int:

@@ -8,6 +8,7 @@ server answered 401, as client-go's exec authenticator does.
 from __future__ import annotations
 
 import base64
+import dataclasses
 import datetime
 import functools
 import json
@@ -99,6 +100,13 @@ class Credentials:
         rather than fixed in the kubeconfig until someone replaces it."""
         return bool(self.access.token_file or self.access.exec)
 
+    def with_header_of(self, access: ClusterAccess) -> Credentials:
+        """Credentials presenting ``access``'s token (or basic auth) over this one's TLS context: for a kubeconfig
+        whose only change is that credential (``header_only_change``), so pooled connections stay usable."""
+        renewed = Credentials(dataclasses.replace(access, client_certificate=None, client_key=None), self._temp_dir)
+        renewed.access, renewed.ssl = access, self.ssl
+        return renewed
+
     def expire(self) -> None:
         """The server answered 401: a file or plugin credential is read again before the next request."""
         if self.access.token_file or self.access.exec:
@@ -180,3 +188,13 @@ def _expiry(timestamp: object) -> float:
         return 0.0  # unreadable: ask again next time rather than trust it forever
     left = (when - datetime.datetime.now(datetime.UTC)).total_seconds()
     return time.monotonic() + left
+
+
+def header_only_change(old: ClusterAccess, new: ClusterAccess) -> bool:
+    """Whether two accesses differ at most in the credential sent as the Authorization header (a token, a token
+    file, basic auth): same server, CA, TLS settings, proxy, client certificate, impersonation, and no exec plugin
+    (whose answer may carry a client certificate)."""
+    if old.exec is not None or new.exec is not None:
+        return False
+    unchanged = {"token": None, "token_file": None, "basic": None}
+    return dataclasses.replace(old, **unchanged) == dataclasses.replace(new, **unchanged)  # type: ignore[arg-type]

@@ -13,15 +13,25 @@ import json
 def token_expiry(token: str) -> float | None:
     """The ``exp`` of a JWT (seconds since the epoch); ``None`` for a token that is not a JWT or never expires
     (a legacy ServiceAccount token Secret has no ``exp``)."""
+    return number_claim(jwt_claims(token), "exp")
+
+
+def jwt_claims(token: str) -> dict[str, object]:
+    """The claims of a JWT, read without checking its signature; empty for a token that is not a JWT."""
     parts = token.split(".")
     if len(parts) != 3:
-        return None
+        return {}
     try:
         claims = json.loads(base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4)))
     except (ValueError, TypeError):
-        return None
-    exp = claims.get("exp") if isinstance(claims, dict) else None
-    return float(exp) if isinstance(exp, int | float) and not isinstance(exp, bool) else None
+        return {}
+    return claims if isinstance(claims, dict) else {}
+
+
+def number_claim(claims: dict[str, object], name: str) -> float | None:
+    """A NumericDate claim (``exp``, ``iat``) as seconds since the epoch; ``None`` when absent or not a number."""
+    value = claims.get(name)
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
 def certificate_expiry(pem: bytes) -> float | None:

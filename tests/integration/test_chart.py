@@ -118,3 +118,16 @@ async def test_a_real_api_server_accepts_what_the_chart_renders(helm: Path, test
     await kubectl(testbed, "manager", "apply", "--server-side", "-f", str(namespace))  # as --create-namespace
     out = await kubectl(testbed, "manager", "apply", "--server-side", "--dry-run=server", "-f", str(manifest))
     assert "deployment.apps/multikueue-controller serverside-applied (server dry run)" in out, out
+
+
+async def test_token_renewal_may_write_only_the_secrets_named_and_none_by_default(helm: Path) -> None:
+    role = ("Role", "multikueue-controller-token-renewal")
+    assert role not in await _template(helm), "no Secret may be written unless renewal is asked for"
+    chart = await _template(helm, "--set", "tokenRenewal.secrets={worker1-kubeconfig}")
+    documents = yaml.safe_load_all((ROOT / "config" / "manager" / "token-renewal.yaml").read_text())
+    shipped = {(d["kind"], d["metadata"]["name"]): d for d in documents}
+    for key, doc in shipped.items():
+        assert _comparable(chart[key]) == _comparable(doc), key
+    assert chart[role]["rules"] == [
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": ["worker1-kubeconfig"], "verbs": ["patch"]}
+    ]

@@ -65,6 +65,10 @@ async def test_the_manifests_pass_server_side_dry_run(testbed: TestBed) -> None:
             testbed, cluster, "apply", "--server-side", "--dry-run=server", "-k", str(CONFIG / kustomization)
         )
         assert "(server dry run)" in output
+    # The optional Role for token renewal (its Secrets named by the operator), beside the manager's objects.
+    output = await kubectl(testbed, "manager", "apply", "--server-side", "--dry-run=server", "-f",
+                           str(CONFIG / "manager" / "token-renewal.yaml"))  # fmt: skip
+    assert "role.rbac.authorization.k8s.io/multikueue-controller-token-renewal serverside-applied" in output, output
     manager_objects = await kubectl(testbed, "manager", "kustomize", str(CONFIG / "manager"))
     kinds = sorted(d["kind"] for d in yaml.safe_load_all(manager_objects) if d)
     assert kinds == sorted(
