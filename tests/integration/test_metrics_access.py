@@ -56,7 +56,8 @@ async def test_metrics_need_a_token_that_rbac_allows_and_the_probes_do_not(
     token = await service_account_token(manager_api, namespace=namespace, name="scraper")
     status, text = await get(url, token=token, ca_pem=served.ca_pem)
     assert status == 403, (status, text)
-    assert f"system:serviceaccount:{namespace}:scraper" in text and "multikueue-metrics-reader" in text
+    assert f"system:serviceaccount:{namespace}:scraper" in text
+    assert "multikueue-metrics-reader" in text
     assert "multikueue_" not in text
 
     # (c) The shipped multikueue-metrics-reader bound to it: 200 with the metrics.
@@ -69,7 +70,9 @@ async def test_metrics_need_a_token_that_rbac_allows_and_the_probes_do_not(
     finally:
         await k8s_client.RbacAuthorizationV1Api(k8s(manager_api)).delete_cluster_role_binding(binding)
     assert "# TYPE multikueue_workloads_dispatched_total counter" in text
-    assert _counted(text, 401) == 2 and _counted(text, 403) >= 1 and _counted(text, 200) == 1
+    assert _counted(text, 401) == 2
+    assert _counted(text, 403) >= 1
+    assert _counted(text, 200) == 1
 
     # (d) The probes: plain HTTP, no token, on their own port; /metrics is not there.
     health = f"http://127.0.0.1:{served.health_port}"
@@ -98,4 +101,6 @@ async def test_a_review_the_controller_may_not_make_is_500_and_an_unreachable_ap
             finally:
                 await endpoints.stop()
         assert status == expected, (status, text)
-        assert "TokenReview" in text and "Traceback" not in text and "multikueue_" not in text
+        assert "TokenReview" in text
+        assert "Traceback" not in text
+        assert "multikueue_" not in text

@@ -59,7 +59,8 @@ def test_rbac_decides_between_200_and_403() -> None:
     assert after_access_review(ALICE, "get", "/metrics", AccessDecision(True, "RBAC: allowed")).status == 200
     denied = after_access_review(ALICE, "get", "/metrics", AccessDecision(False))
     assert denied.status == 403
-    assert ALICE.username in denied.text and "multikueue-metrics-reader" in denied.text
+    assert ALICE.username in denied.text
+    assert "multikueue-metrics-reader" in denied.text
 
 
 def test_user_info_is_read_from_a_token_review_and_hashable() -> None:

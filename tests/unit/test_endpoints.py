@@ -35,6 +35,10 @@ def _write(directory: Path, ca: CertificateAuthority, name: str) -> None:
         (directory / f".{stem}").rename(directory / stem)
 
 
+def name(certificate: x509.Certificate) -> str:
+    return certificate.subject.rfc4514_string()
+
+
 @pytest.fixture
 def api() -> ApiClient:
     return ApiClient(ClusterAccess(server="https://127.0.0.1:1"))
@@ -49,8 +53,8 @@ async def test_a_rotated_certificate_is_served_and_a_broken_one_is_not(
     served = Endpoints(Serving(metrics=("127.0.0.1", 0), cert_dir=tmp_path), Metrics(), lambda: True, api)
     await served.start()
     try:
-        assert served.metrics_port is not None and served.ca_pem is None
-        name = lambda c: c.subject.rfc4514_string()  # noqa: E731
+        assert served.metrics_port is not None
+        assert served.ca_pem is None
         assert name(await _served_certificate(served.metrics_port, ca.cert_pem)) == "CN=first"
         _write(tmp_path, ca, "second")
         assert name(await _served_certificate(served.metrics_port, ca.cert_pem)) == "CN=second"
@@ -64,7 +68,8 @@ async def test_without_a_cert_dir_a_certificate_is_generated_for_the_loopback(ap
     served = Endpoints(Serving(metrics=("127.0.0.1", 0)), Metrics(), lambda: True, api)
     await served.start()
     try:
-        assert served.metrics_port is not None and served.ca_pem is not None
+        assert served.metrics_port is not None
+        assert served.ca_pem is not None
         context = ssl.create_default_context(cadata=served.ca_pem.decode())
         # verified against the generated CA, host name checked against the IP address connected to
         async with await anyio.connect_tcp("127.0.0.1", served.metrics_port, ssl_context=context):
