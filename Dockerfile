@@ -30,6 +30,6 @@ COPY --from=build /opt/multikueue /opt/multikueue
 ENV PATH=/opt/multikueue/bin:$PATH PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1
 # 65532: the conventional "nonroot" uid; no home, no shell, nothing writable but /tmp (an emptyDir in config/).
 USER 65532:65532
-EXPOSE 8080
+EXPOSE 8443 8081
 ENTRYPOINT ["multikueue"]
 CMD ["--help"]

@@ -20,6 +20,15 @@ from multikueue.testing.waiting import eventually
 ROOT = Path(__file__).resolve().parents[1]
 
 
+def _plain_metrics(checkout: Path, port: int) -> list[str]:
+    """/metrics in plain HTTP on ``port``, no health port: the bench reads its own dispatcher on the loopback, and
+    the TokenReview and SubjectAccessReview a secure scrape makes would count among the requests measured. A
+    checkout from before the HTTPS endpoint (--source) had one --http-address for everything."""
+    if not (checkout / "multikueue" / "endpoints.py").exists():
+        return ["--http-address", f"127.0.0.1:{port}"]
+    return ["--metrics-bind-address", f"127.0.0.1:{port}", "--metrics-secure=false", "--health-probe-bind-address="]
+
+
 class Dispatcher:
     """The controller as its own process, with its CPU time, peak RSS and /metrics at hand."""
 
@@ -39,7 +48,8 @@ class Dispatcher:
         (workdir / "config.yaml").write_text(config)
         self.argv = run_argv(
             kubeconfig,
-            *("--config-file", str(workdir / "config.yaml"), "--http-address", f"127.0.0.1:{self.port}"),
+            *("--config-file", str(workdir / "config.yaml")),
+            *_plain_metrics((source or ROOT).resolve(), self.port),
             *("--log-format", "json", "--log-level", "warning"),
         )
         self.argv[0] = interpreter or self.argv[0]

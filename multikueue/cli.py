@@ -37,9 +37,30 @@ def _build_parser() -> argparse.ArgumentParser:
     run.add_argument("--config-name", default="multikueue-config", help="name of the ConfigMap")
     run.add_argument("--config-key", default="controller_manager_config.yaml", help="key in the ConfigMap")
     run.add_argument(
-        "--http-address",
-        default="127.0.0.1:8080",
-        help="host:port serving /metrics, /healthz and /readyz ('' to disable; 0.0.0.0:8080 in a pod)",
+        "--metrics-bind-address",
+        default="127.0.0.1:8443",
+        help="host:port serving /metrics, over HTTPS to callers allowed 'get' on /metrics ('' to disable; "
+        "0.0.0.0:8443 in a pod)",
+    )
+    run.add_argument(
+        "--metrics-secure",
+        type=_boolean,
+        nargs="?",
+        const=True,
+        default=True,
+        metavar="true|false",
+        help="HTTPS, and only for callers whose bearer token the API server authenticates (TokenReview) and RBAC "
+        "allows get on /metrics (SubjectAccessReview); false: plain HTTP to anyone, for local development only",
+    )
+    run.add_argument(
+        "--metrics-cert-dir",
+        help="directory with tls.crt and tls.key for /metrics (read again when they change); default: a "
+        "self-signed certificate generated at start",
+    )
+    run.add_argument(
+        "--health-probe-bind-address",
+        default="127.0.0.1:8081",
+        help="host:port serving /healthz and /readyz in plain HTTP ('' to disable; 0.0.0.0:8081 in a pod)",
     )
     run.add_argument("--leader-elect", action="store_true", help="reconcile only while holding a Lease (replicas > 1)")
     run.add_argument("--leader-elect-namespace", default="multikueue-system", help="namespace of the Lease")
@@ -414,6 +435,7 @@ def _run(args: argparse.Namespace) -> int:
         load_configuration,
         preflight,
     )
+    from multikueue.endpoints import Serving
     from multikueue.kube.client import (
         DEFAULT_MAX_CONNECTIONS,
         ApiClient,
@@ -444,13 +466,16 @@ def _run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
-    http_address = None
-    if args.http_address:
-        host, _, port = args.http_address.rpartition(":")
-        if not host or not port.isdigit():
-            print(f"multikueue: --http-address must be host:port, got {args.http_address!r}", file=sys.stderr)
-            return 2
-        http_address = (host, int(port))
+    try:
+        serving = Serving(
+            metrics=_address("--metrics-bind-address", args.metrics_bind_address),
+            health=_address("--health-probe-bind-address", args.health_probe_bind_address),
+            secure=args.metrics_secure,
+            cert_dir=Path(args.metrics_cert_dir) if args.metrics_cert_dir else None,
+        )
+    except ValueError as e:
+        print(f"multikueue: {e}", file=sys.stderr)
+        return 2
     kubeconfig_path = args.kubeconfig or os.environ.get("KUBECONFIG")
     kubeconfig = None
     if kubeconfig_path:
@@ -485,7 +510,7 @@ def _run(args: argparse.Namespace) -> int:
                     return 2
                 except ApiError as e:
                     raise StartupError(f"cannot read the configuration {source}: {describe(e)}") from None
-            manager = Controllers(api, config, http_address=http_address, config_source=source, role=args.role)
+            manager = Controllers(api, config, serving=serving, config_source=source, role=args.role)
             if not args.leader_elect:
                 await _until_signalled(manager.run)
                 return 0
@@ -531,6 +556,27 @@ def _startup_failure(error: BaseException) -> str | None:
     if isinstance(error, KubeconfigError):
         return f"cannot use the manager kubeconfig: {error}"
     return str(error) if isinstance(error, StartupError) else None
+
+
+def _address(flag: str, value: str) -> tuple[str, int] | None:
+    """``host:port`` (``[::1]:port`` for IPv6) from a flag; ``''`` is ``None`` (not served)."""
+    if not value:
+        return None
+    host, _, port = value.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not host or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"{flag} must be host:port, got {value!r}")
+    return host, int(port)
+
+
+def _boolean(text: str) -> bool:
+    """``true`` or ``false`` (Go's flag spellings too: 1, 0, t, f), as controller flags are written."""
+    value = text.strip().lower()
+    if value in ("true", "t", "1"):
+        return True
+    if value in ("false", "f", "0"):
+        return False
+    raise argparse.ArgumentTypeError(f"not true or false: {text!r}")
 
 
 def _at_least_one(text: str) -> int:

@@ -10,7 +10,6 @@ from typing import TYPE_CHECKING, Any, Literal
 import anyio
 import anyio.abc
 import structlog
-from aiohttp import web
 
 from multikueue import owners
 from multikueue.clusters.admissioncheck import AdmissionCheckReconciler
@@ -20,6 +19,7 @@ from multikueue.clusters.worker import Worker
 from multikueue.config import ConfigError, Configuration, GroupVersionKind, parse_configuration
 from multikueue.dispatch.direct import DirectKey, DirectReconciler, waits_for_a_fit
 from multikueue.dispatch.reconciler import WorkloadReconciler
+from multikueue.endpoints import Endpoints, Serving, ServingError
 from multikueue.integration.reconciler import IntegrationController
 from multikueue.kube import core, events, leader
 from multikueue.kube.client import ApiClient
@@ -34,7 +34,7 @@ from multikueue.kube.resources import (
     Objects,
     Resource,
 )
-from multikueue.metrics import Metrics, http_app, serve
+from multikueue.metrics import Metrics
 from multikueue.runtime.controller import Controller, Result
 from multikueue.runtime.informer import DELETED, Informer, ObjectKey
 from multikueue.runtime.shared import SharedInformers
@@ -129,7 +129,7 @@ class Controllers:
         config: Configuration,
         *,
         temp_dir: Path | None = None,
-        http_address: tuple[str, int] | None = None,
+        serving: Serving | None = None,
         config_source: ConfigSource | None = None,
         role: Literal["manager", "worker"] = "manager",
     ) -> None:
@@ -148,9 +148,8 @@ class Controllers:
             requests, errors = self.metrics.api_requests, self.metrics.api_errors
             api.on_request = lambda method: requests.labels("manager", method).inc()
             api.on_error = lambda code: errors.labels("manager", code).inc()
-        self.http_address = http_address
-        self.http_port: int | None = None
-        self._runner: web.AppRunner | None = None
+        self.serving = serving  # /metrics (HTTPS, authorised) and /healthz, /readyz; None: neither served
+        self.endpoints: Endpoints | None = None
         self.standby = False  # waiting for the leader lease: healthy and ready, reconciling nothing
         # Last (connected, kinds served) per worker: Workloads are re-examined only when that changes.
         self._was_connected: dict[str, tuple[bool, frozenset[GroupVersionKind], bool]] = {}
@@ -199,7 +198,7 @@ class Controllers:
                 if webhook is not None:
                     await webhook.stop()
                 if runner is not None:
-                    await runner.cleanup()
+                    await runner.stop()
 
     async def _kinds_valid(self) -> bool:
         """Check the configured kinds' spelling against discovery. At start a misspelt kind ends the process; on a
@@ -493,19 +492,18 @@ class Controllers:
             for workload in self.manager_workloads.items():
                 self.workload_controller.enqueue(ObjectKey.of(workload))
 
-    async def _serve_http(self) -> web.AppRunner | None:
-        """Start the HTTP endpoint once; returns the runner if this call started it (its owner cleans it up)."""
-        if self.http_address is None or self._runner is not None:
+    async def _serve_http(self) -> Endpoints | None:
+        """Start the endpoints once; returns them if this call started them (its owner stops them)."""
+        if self.serving is None or self.endpoints is not None:
             return None
         ready = lambda: self.standby or self.started.is_set()  # noqa: E731 - a standby is ready by design
-        host, port = self.http_address
+        endpoints = Endpoints(self.serving, self.metrics, ready, self.api)
         try:
-            self._runner = await serve(http_app(self.metrics, ready), host, port)
-        except OSError as e:
-            raise StartupError(f"cannot serve --http-address {host}:{port}: {e.strerror or e}") from None
-        self.http_port = self._runner.addresses[0][1]
-        log.info("serving /metrics, /healthz and /readyz", address=f"{self.http_address[0]}:{self.http_port}")
-        return self._runner
+            await endpoints.start()
+        except ServingError as e:
+            raise StartupError(str(e)) from None
+        self.endpoints = endpoints
+        return endpoints
 
     async def _serve_webhook(self) -> WebhookServer | None:
         """Start the admission webhook once, if configured; returns it if this call started it.
@@ -564,7 +562,7 @@ class Controllers:
                 if webhook is not None:
                     await webhook.stop()
                 if runner is not None:
-                    await runner.cleanup()
+                    await runner.stop()
 
     def _connection_changed(self, name: str) -> None:
         self.cluster_controller.enqueue(name)  # every failed retry updates the condition's attempt count

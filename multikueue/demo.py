@@ -80,19 +80,22 @@ def main(*, once: bool, mode: str = "direct") -> int:
         )
         port = free_port()
         log_path = (bed.workdir or Path(".")) / "dispatcher.log"
+        token_path = (bed.workdir or Path(".")) / "metrics-reader.token"
         with log_path.open("w") as log:
             argv = run_argv(
                 bed.cluster("manager").kubeconfig_path,
-                *("--config-file", str(config_file), "--http-address", f"127.0.0.1:{port}", "--log-format", "console"),
+                *("--config-file", str(config_file), "--metrics-bind-address", f"127.0.0.1:{port}"),
+                *("--health-probe-bind-address", f"127.0.0.1:{free_port()}", "--log-format", "console"),
             )
             dispatcher = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT)
             story.say(
                 f"dispatcher started as its own process (PID {dispatcher.pid}) from {config_file.relative_to(ROOT)}; "
-                f"log: {log_path}; metrics: http://127.0.0.1:{port}/metrics"
+                f"log: {log_path}"
             )
             try:
                 anyio.run(_direct_story if mode == "direct" else _story, bed, story)
-                _print_exploration(bed, log_path, port, once=once, mode=mode)
+                anyio.run(_metrics_reader, bed, story, port, token_path)
+                _print_exploration(bed, log_path, port, token_path, once=once, mode=mode)
                 if not once:
                     print("\nEverything keeps running; press Ctrl-C to stop and remove it all.", flush=True)
                     dispatcher.wait()
@@ -331,7 +334,23 @@ def _status(status: str, reason: str, message: str, *, done: bool = False) -> di
     return body
 
 
-def _print_exploration(bed: TestBed, log_path: Path, port: int, *, once: bool, mode: str) -> None:
+async def _metrics_reader(bed: TestBed, story: Story, port: int, token_path: Path) -> None:
+    """/metrics as shipped: HTTPS, and only for a token RBAC allows; a ServiceAccount bound to the shipped
+    multikueue-metrics-reader ClusterRole reads it (as Prometheus's would)."""
+    from multikueue.testing import scrape
+
+    url = f"https://127.0.0.1:{port}/metrics"
+    async with await api_client_from_kubeconfig(bed.cluster("manager").kubeconfig) as manager:
+        token = await scrape.metrics_reader_token(manager, namespace=SYSTEM)
+    await anyio.Path(token_path).write_text(token)
+    refused, _ = await scrape.get(url)
+    text = await scrape.metrics(port, token)
+    count = sum(1 for line in text.splitlines() if line.startswith("multikueue_"))
+    story.say(f"{url}: {refused} without a token; with the token of {SYSTEM}/metrics-reader (bound to "
+              f"multikueue-metrics-reader), {count} samples")  # fmt: skip
+
+
+def _print_exploration(bed: TestBed, log_path: Path, port: int, token_path: Path, *, once: bool, mode: str) -> None:
     kubectl = bed.binaries.kubectl or "kubectl"
     when = "run `make run` (without --once) to keep the clusters and explore" if once else "while it runs"
     if mode == "direct":
@@ -350,7 +369,7 @@ Explore ({when}):
   kubectl --context manager -n team-a get pipelineruns,workloads -o wide
   kubectl --context manager get multikueueclusters --show-labels{specific}
   kubectl --context worker1 -n team-a get pipelineruns,workloads
-  curl -s http://127.0.0.1:{port}/metrics | grep ^multikueue_
+  curl -sk --oauth2-bearer "$(cat {token_path})" https://127.0.0.1:{port}/metrics | grep ^multikueue_
   less {log_path}""",
         flush=True,
     )

@@ -1,4 +1,4 @@
-"""Prometheus metrics, and the HTTP endpoint that serves them with ``/healthz`` and ``/readyz``.
+"""Prometheus metrics (served by ``endpoints``).
 
 Kueue's two MultiKueue counters keep their names and labels (``multikueue_workloads_dispatched_total`` and
 ``multikueue_workloads_admitted_total``), so dashboards built for Kueue keep working. One registry per
@@ -9,8 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from aiohttp import web
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -133,6 +132,13 @@ class Metrics:
         self.reconcile_errors = Counter(
             "multikueue_reconcile_errors_total", "Reconciles that failed and were retried.", ["controller"], registry=r
         )
+        self.metrics_requests = Counter(
+            "multikueue_metrics_requests_total",
+            "Requests to /metrics by answer: 200, 401 (no token, or one the API server does not authenticate), 403 "
+            "(RBAC does not allow get on /metrics), 500 or 503 (a TokenReview or SubjectAccessReview failed).",
+            ["code"],
+            registry=r,
+        )
 
     # ControllerObserver
     def started(self, controller: str, waited: float, depth: int) -> None:
@@ -146,27 +152,3 @@ class Metrics:
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
-
-
-def http_app(metrics: Metrics, ready: Callable[[], bool]) -> web.Application:
-    """``/metrics``; ``/healthz`` (the event loop answers); ``/readyz`` (caches synced, controllers running)."""
-
-    async def serve_metrics(_: web.Request) -> web.Response:
-        return web.Response(body=metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST})
-
-    async def healthz(_: web.Request) -> web.Response:
-        return web.Response(text="ok")
-
-    async def readyz(_: web.Request) -> web.Response:
-        return web.Response(text="ok") if ready() else web.Response(status=503, text="not ready: caches syncing")
-
-    app = web.Application()
-    app.add_routes([web.get("/metrics", serve_metrics), web.get("/healthz", healthz), web.get("/readyz", readyz)])
-    return app
-
-
-async def serve(app: web.Application, host: str, port: int) -> web.AppRunner:
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    await web.TCPSite(runner, host, port).start()
-    return runner

@@ -77,14 +77,15 @@ class Environment(ABC):
         """Make ``worker`` reachable again and wait until it serves."""
 
 
-def dispatcher_args(http_address: str) -> list[str]:
+def dispatcher_args(metrics_address: str, health_address: str) -> list[str]:
     """The ``run`` arguments of config/manager/deployment.yaml, so every provider runs the dispatcher as shipped."""
     return [
         "--leader-elect",
         "--leader-elect-namespace=multikueue-system",
         "--config-namespace=multikueue-system",
         "--config-name=multikueue-config",
-        f"--http-address={http_address}",
+        f"--metrics-bind-address={metrics_address}",
+        f"--health-probe-bind-address={health_address}",
         "--log-format=json",
     ]
 

@@ -160,7 +160,9 @@ class ContainersEnvironment(Environment):
             .with_network(self.network)
             .with_volume_mapping(str(directory), "/etc/multikueue", "ro")
             .with_env("TMPDIR", "/tmp")
-            .with_command(["run", *dispatcher_args("0.0.0.0:8080"), "--kubeconfig=/etc/multikueue/kubeconfig"])
+            .with_command(
+                ["run", *dispatcher_args("0.0.0.0:8443", "0.0.0.0:8081"), "--kubeconfig=/etc/multikueue/kubeconfig"]
+            )
             .with_tmpfs_mount("/tmp")
             .with_kwargs(labels={OWNER_LABEL: str(os.getpid())}, read_only=True)
         )

@@ -54,7 +54,7 @@ class LocalEnvironment(Environment):
         path = self._workdir / "dispatcher.kubeconfig"
         if manager_kubeconfig is not None:
             path.write_text(yaml.safe_dump(manager_kubeconfig))
-        argv = run_argv(path, *dispatcher_args(f"127.0.0.1:{free_port()}"))
+        argv = run_argv(path, *dispatcher_args(f"127.0.0.1:{free_port()}", f"127.0.0.1:{free_port()}"))
         # Appending keeps the log of a dispatcher that was killed and started again.
         self.dispatcher = ManagedProcess("dispatcher", argv, self._workdir / "dispatcher.log")
         self.dispatcher.start()

@@ -18,6 +18,7 @@ from kubernetes_asyncio import client as k8s_client
 
 from multikueue.config import parse_configuration
 from multikueue.controllers import Controllers
+from multikueue.endpoints import Serving
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects, Resource
 from multikueue.runtime.informer import ObjectKey
@@ -134,6 +135,7 @@ class Scenario:
         return await self.wait(self.workloads("manager"), workload, ok, f"check {expected}")
 
 
+LOOPBACK = Serving(metrics=("127.0.0.1", 0), health=("127.0.0.1", 0))  # the endpoints on free ports
 DEFAULT_CONFIG = "multiKueue: {gcInterval: 2s, workerLostTimeout: 10s}"
 
 
@@ -183,7 +185,7 @@ async def scenario(
     async with anyio.create_task_group() as tg:
 
         async def start(*, wait_for: tuple[str, ...] = ("worker1", "worker2")) -> None:
-            manager = Controllers(manager_api, config, temp_dir=tmp_path / "certs", http_address=("127.0.0.1", 0))
+            manager = Controllers(manager_api, config, temp_dir=tmp_path / "certs", serving=LOOPBACK)
             scope = anyio.CancelScope()
 
             async def run() -> None:

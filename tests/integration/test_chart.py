@@ -89,8 +89,30 @@ async def test_the_chart_with_the_integration_renders_what_config_integration_re
 async def test_the_charts_service_monitor_is_config_monitorings(helm: Path, testbed: TestBed) -> None:
     chart = await _template(helm, "--set", "metrics.serviceMonitor.enabled=true")
     kustomize = await _kustomize(testbed, "monitoring")
-    key = ("ServiceMonitor", "multikueue")
-    assert _comparable(chart[key]) == _comparable(kustomize[key])
+    for key in (("ServiceMonitor", "multikueue"), ("ClusterRoleBinding", "multikueue-metrics-reader")):
+        assert _comparable(chart[key]) == _comparable(kustomize[key]), key
+    endpoint = chart[("ServiceMonitor", "multikueue")]["spec"]["endpoints"][0]
+    # HTTPS with Prometheus's own token, on the Service's https port
+    assert (endpoint["port"], endpoint["scheme"]) == ("https", "https")
+    assert endpoint["bearerTokenFile"] == "/var/run/secrets/kubernetes.io/serviceaccount/token"
+    service = chart[("Service", "multikueue-metrics")]["spec"]["ports"]
+    assert service == [{"name": "https", "port": 8443, "targetPort": "metrics"}]
+
+
+async def test_the_metrics_certificate_comes_from_the_secret_given(helm: Path) -> None:
+    default = (await _template(helm))[("Deployment", "multikueue-controller")]["spec"]["template"]["spec"]
+    given = (await _template(helm, "--set", "metrics.certSecret=metrics-tls"))[("Deployment", "multikueue-controller")]
+    spec = given["spec"]["template"]["spec"]
+    controller = spec["containers"][0]
+    assert "--metrics-cert-dir=/etc/multikueue/metrics-certs" in controller["args"]
+    assert {"name": "metrics-certs", "mountPath": "/etc/multikueue/metrics-certs", "readOnly": True} in controller[
+        "volumeMounts"
+    ]
+    assert {"name": "metrics-certs", "secret": {"secretName": "metrics-tls", "items": [
+        {"key": "tls.crt", "path": "tls.crt"}, {"key": "tls.key", "path": "tls.key"}]}} in spec["volumes"]  # fmt: skip
+    assert not any(a.startswith("--metrics-cert-dir") for a in default["containers"][0]["args"]), "self-signed"
+    probes = [controller[p]["httpGet"]["port"] for p in ("livenessProbe", "readinessProbe")]
+    assert probes == ["health", "health"]
 
 
 async def test_the_generated_rbac_follows_the_configured_kinds(helm: Path, tmp_path: Path) -> None:

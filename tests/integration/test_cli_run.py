@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 from kubernetes_asyncio import client as k8s_client
 
@@ -77,15 +78,21 @@ def _one_line(result: Any) -> str:
 CONFIG = "multiKueue: {externalFrameworks: [{name: PipelineRun.v1.tekton.dev}]}\n"
 
 
-async def test_an_http_address_in_use_is_one_line(testbed: TestBed, tmp_path: Path) -> None:
+@pytest.mark.parametrize("flag", ["--metrics-bind-address", "--health-probe-bind-address"])
+async def test_an_address_in_use_is_one_line(testbed: TestBed, tmp_path: Path, flag: str) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        result = _run_with(testbed, tmp_path, CONFIG, "--http-address", f"127.0.0.1:{port}")
+        result = _run_with(testbed, tmp_path, CONFIG, flag, f"127.0.0.1:{port}")
     line = _one_line(result)
-    assert line.startswith(f"multikueue: cannot serve --http-address 127.0.0.1:{port}: "), line
+    assert line.startswith(f"multikueue: cannot serve {flag} 127.0.0.1:{port}: "), line
     assert "in use" in line.lower(), line
+
+
+async def test_a_metrics_cert_dir_without_its_files_is_one_line(testbed: TestBed, tmp_path: Path) -> None:
+    line = _one_line(_run_with(testbed, tmp_path, CONFIG, "--metrics-cert-dir", str(tmp_path / "nowhere")))
+    assert line == f"multikueue: --metrics-cert-dir {tmp_path / 'nowhere'}: no tls.crt or tls.key there", line
 
 
 async def test_credentials_refused_or_a_server_not_answering_are_one_line(testbed: TestBed, tmp_path: Path) -> None:

@@ -333,7 +333,9 @@ async def test_a_controller_killed_mid_dispatch_neither_duplicates_nor_loses_the
         tmp_path,
         "multiKueue: {workerLostTimeout: 10s, externalFrameworks: [{name: PipelineRun.v1.tekton.dev}]}\n"
         f"dispatcher: {{namespace: {s.namespace}, eventsBatchPeriod: 100ms}}\n",
-        "--http-address",
+        "--metrics-bind-address",
+        "",
+        "--health-probe-bind-address",
         "",
     )
     log = (tmp_path / "controller.log").open("w")
@@ -603,8 +605,9 @@ async def test_a_priority_change_reaches_the_copies_and_other_spec_changes_repla
 
 
 async def test_metrics_health_and_readiness_are_served(scenario: Scenario) -> None:
-    import aiohttp
     from prometheus_client.parser import text_string_to_metric_families
+
+    from multikueue.testing import scrape
 
     s = scenario
     wl_name = await _admitted_on_worker2(s, "measured")
@@ -613,14 +616,14 @@ async def test_metrics_health_and_readiness_are_served(scenario: Scenario) -> No
     await kueue.finish(s.api["worker2"], wl_name, s.namespace, reason="Succeeded")
     await s.wait(s.workloads("worker2"), wl_name, lambda w: w is None, "finished and cleaned")
     assert s.manager is not None
-    base = f"http://127.0.0.1:{s.manager.http_port}"
-
-    async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=10)) as http:
-        for path in ("/healthz", "/readyz"):
-            async with http.get(base + path) as response:
-                assert (path, response.status) == (path, 200)
-        async with http.get(base + "/metrics") as response:
-            text = await response.text()
+    assert s.manager.endpoints is not None
+    served = s.manager.endpoints
+    for path in ("/healthz", "/readyz"):
+        assert (path, await scrape.get(f"http://127.0.0.1:{served.health_port}{path}")) == (path, (200, "ok"))
+    # as Prometheus would: HTTPS (the generated CA trusted), a token allowed by multikueue-metrics-reader
+    assert served.metrics_port is not None
+    token = await scrape.metrics_reader_token(s.api["manager"], namespace=s.namespace)
+    text = await scrape.metrics(served.metrics_port, token, ca_pem=served.ca_pem)
 
     samples = {
         (sample.name, tuple(sorted(sample.labels.items()))): sample.value

@@ -7,13 +7,12 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import aiohttp
 import anyio
 from kubernetes_asyncio import client as k8s_client
 
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import WORKLOADS, Objects, Resource
-from multikueue.testing import TestBed, kueue
+from multikueue.testing import TestBed, kueue, scrape
 from multikueue.testing.client import k8s
 from multikueue.testing.testbed import free_port
 from multikueue.testing.waiting import eventually
@@ -31,11 +30,9 @@ async def _holder(api: ApiClient, namespace: str) -> str | None:
     return lease.spec.holder_identity if lease.spec else None
 
 
-async def _reconciled(port: int) -> float:
+async def _reconciled(port: int, token: str) -> float:
     """How many Workload reconciles a replica has started, from its own /metrics."""
-    timeout = aiohttp.ClientTimeout(total=5)
-    async with aiohttp.ClientSession(timeout=timeout) as http, http.get(f"http://127.0.0.1:{port}/metrics") as response:
-        text = await response.text()
+    text = await scrape.metrics(port, token)
     for line in text.splitlines():
         if line.startswith('multikueue_workqueue_wait_seconds_count{controller="multikueue_workload"}'):
             return float(line.split()[-1])
@@ -57,6 +54,7 @@ async def test_the_standby_takes_over_when_the_leader_dies(
         f"dispatcher: {{namespace: {namespace}, eventsBatchPeriod: 100ms}}\n"
     )
     ports = {"a": free_port(), "b": free_port()}
+    token = await scrape.metrics_reader_token(manager_api, namespace=namespace)
     log = (tmp_path / "replicas.log").open("w")
 
     def replica(name: str) -> list[str]:
@@ -64,7 +62,7 @@ async def test_the_standby_takes_over_when_the_leader_dies(
             testbed,
             tmp_path,
             config,
-            "--http-address",
+            "--metrics-bind-address",
             f"127.0.0.1:{ports[name]}",
             "--leader-elect",
             "--leader-elect-namespace",
@@ -84,12 +82,12 @@ async def test_the_standby_takes_over_when_the_leader_dies(
         processes["a"] = await anyio.open_process(replica("a"), stdout=log, stderr=subprocess.STDOUT)
         await eventually(lambda: _holder(manager_api, namespace), until=lambda h: h == "a", what="a leads")
         processes["b"] = await anyio.open_process(replica("b"), stdout=log, stderr=subprocess.STDOUT)
-        await eventually(lambda: _reconciled(ports["b"]), until=lambda n: n == 0, what="b serving as standby")
+        await eventually(lambda: _reconciled(ports["b"], token), until=lambda n: n == 0, what="b serving as standby")
 
         first = await kueue.submit_pipelinerun(manager_api, namespace, "first", check=names["check"])
         await eventually(lambda: Objects(worker1_api, WORKLOADS).get(first, namespace), what="first dispatched")
-        assert await _reconciled(ports["b"]) == 0, "the standby must not reconcile"
-        assert await _reconciled(ports["a"]) > 0
+        assert await _reconciled(ports["b"], token) == 0, "the standby must not reconcile"
+        assert await _reconciled(ports["a"], token) > 0
 
         processes["a"].send_signal(signal.SIGKILL)
         with anyio.fail_after(30):
@@ -100,7 +98,7 @@ async def test_the_standby_takes_over_when_the_leader_dies(
 
         second = await kueue.submit_pipelinerun(manager_api, namespace, "second", check=names["check"])
         await eventually(lambda: Objects(worker1_api, WORKLOADS).get(second, namespace), what="second dispatched")
-        assert await _reconciled(ports["b"]) > 0
+        assert await _reconciled(ports["b"], token) > 0
         for workload, run in ((first, "first"), (second, "second")):
             await kueue.admit(worker1_api, workload, namespace)
             await eventually(

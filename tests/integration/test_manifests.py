@@ -13,12 +13,13 @@ from kubernetes_asyncio import client as k8s_client
 
 from multikueue.config import Configuration, GroupVersionKind, parse_configuration
 from multikueue.controllers import ConfigSource, Controllers, LeaderElectionSettings, load_configuration
+from multikueue.endpoints import Serving
 from multikueue.integration.workloads import workload_name
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
 from multikueue.kube.events import record
 from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects, Resource
 from multikueue.labels import WORKER_IDENTITY_ANNOTATION
-from multikueue.testing import TestBed, kueue
+from multikueue.testing import TestBed, kueue, scrape
 from multikueue.testing.accounts import mint_service_account_kubeconfig
 from multikueue.testing.client import k8s
 from multikueue.testing.objects import pipelinerun, running_status
@@ -76,6 +77,7 @@ async def test_the_manifests_pass_server_side_dry_run(testbed: TestBed) -> None:
             "Namespace",
             "ServiceAccount",
             "ClusterRole",
+            "ClusterRole",  # multikueue-metrics-reader
             "ClusterRoleBinding",
             "Role",
             "RoleBinding",
@@ -115,13 +117,22 @@ async def test_the_shipped_rbac_is_exactly_enough_to_dispatch(
         ):
             # Everything below runs as the shipped ServiceAccounts: the ConfigMap, the Lease, the Secrets, the
             # manager's objects, and (through the minted kubeconfigs) both workers.
-            manager = Controllers(restricted, config, temp_dir=tmp_path / "certs", config_source=source)
+            manager = Controllers(restricted, config, temp_dir=tmp_path / "certs", config_source=source,
+                                  serving=Serving(metrics=("127.0.0.1", 0)))  # fmt: skip
             election = LeaderElectionSettings(SYSTEM, "multikueue-dispatcher", f"rbac-{namespace}", 15, 10, 2)
             tg.start_soon(manager.run_as_leader, election)
             with anyio.fail_after(60):
                 await manager.started.wait()
             await _dispatch_one(testbed, namespace, names, manager_api, worker2_api)
             await _invalid_edit_is_reported(manager_api, source)
+            # /metrics as the shipped identity serves it: it may review a scraper's token and access (a 500
+            # without the rules), and the shipped multikueue-metrics-reader lets a bound scraper in.
+            assert manager.endpoints is not None
+            assert manager.endpoints.metrics_port is not None
+            token = await scrape.metrics_reader_token(manager_api, namespace=namespace)
+            assert "multikueue_workloads_dispatched_total" in await scrape.metrics(
+                manager.endpoints.metrics_port, token
+            )
             tg.cancel_scope.cancel()
     finally:
         await kueue.multikueue_teardown(manager_api, names)

@@ -17,7 +17,7 @@ import anyio
 import pytest
 import yaml
 
-from multikueue.testing import kueue
+from multikueue.testing import kueue, scrape
 from multikueue.testing.interop import prometheus_binary
 from multikueue.testing.testbed import free_port
 from multikueue.testing.waiting import eventually
@@ -58,13 +58,33 @@ async def test_promtool_checks_the_rules_and_their_unit_tests_pass(tmp_path: Pat
 
 
 @pytest.fixture
-def prometheus(scenario: Scenario, tmp_path: Path) -> Iterator[str]:
-    """A real Prometheus scraping the scenario's dispatcher every second, evaluating the shipped rules; its URL."""
+async def token(scenario: Scenario) -> str:
+    """A ServiceAccount token multikueue-metrics-reader allows (what Prometheus's own is, bound as shipped)."""
+    return await scrape.metrics_reader_token(scenario.api["manager"], namespace=scenario.namespace)
+
+
+@pytest.fixture
+def prometheus(scenario: Scenario, token: str, tmp_path: Path) -> Iterator[str]:
+    """A real Prometheus scraping the scenario's dispatcher every second, evaluating the shipped rules; its URL.
+
+    As the shipped ServiceMonitor has it: HTTPS, with a ServiceAccount token that multikueue-metrics-reader allows
+    (the dispatcher's generated CA trusted here, where the ServiceMonitor skips verification)."""
     assert scenario.manager is not None
+    assert scenario.manager.endpoints is not None
+    served = scenario.manager.endpoints
+    assert served.ca_pem is not None
     _write_rules(tmp_path)
+    (tmp_path / "token").write_text(token)
+    (tmp_path / "ca.crt").write_bytes(served.ca_pem)
+    job = {
+        "job_name": "multikueue",
+        "scheme": "https",
+        "authorization": {"credentials_file": "token"},
+        "tls_config": {"ca_file": "ca.crt"},
+        "static_configs": [{"targets": [f"127.0.0.1:{served.metrics_port}"]}],
+    }
     config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"}, "rule_files": ["rules.yaml"],
-              "scrape_configs": [{"job_name": "multikueue", "static_configs": [
-                  {"targets": [f"127.0.0.1:{scenario.manager.http_port}"]}]}]}  # fmt: skip
+              "scrape_configs": [job]}  # fmt: skip
     (tmp_path / "prometheus.yaml").write_text(yaml.safe_dump(config))
     port = free_port()
     argv = [str(prometheus_binary("prometheus")), f"--config.file={tmp_path / 'prometheus.yaml'}",

@@ -18,7 +18,7 @@ from multikueue.kube.resources import ADMISSION_CHECKS, Objects
 from multikueue.testing import kueue
 from multikueue.testing.objects import pipelinerun
 from multikueue.testing.waiting import eventually, wait_until
-from tests.integration.scenario import Scenario
+from tests.integration.scenario import LOOPBACK, Scenario
 from tests.integration.test_direct import PHASE, WORKER, direct, names_on, notes, placed, succeed, worker_key
 
 SHARD_A = "team=a"
@@ -37,7 +37,7 @@ def with_shard(config: Configuration, *, selector: str = "", controller_name: st
 @asynccontextmanager
 async def another_shard(s: Scenario, config: Configuration, tmp_path: Path) -> AsyncIterator[Controllers]:
     """A second dispatcher on the same manager (as a second Deployment would be), connected to both workers."""
-    shard = Controllers(s.api["manager"], config, temp_dir=tmp_path / "shard-b", http_address=("127.0.0.1", 0))
+    shard = Controllers(s.api["manager"], config, temp_dir=tmp_path / "shard-b", serving=LOOPBACK)
     async with anyio.create_task_group() as tg:
         tg.start_soon(shard.run)
         with anyio.fail_after(30):

@@ -63,3 +63,29 @@ def test_status_refuses_bad_input_in_one_line(
     err = capsys.readouterr().err
     assert err.startswith(said), err
     assert len(err.strip().splitlines()) == 1, err
+
+
+@pytest.mark.parametrize(
+    ("argv", "said"),
+    [
+        (["--metrics-bind-address", "8443"], "--metrics-bind-address must be host:port, got '8443'"),
+        (["--health-probe-bind-address", "h:99999"], "--health-probe-bind-address must be host:port, got 'h:99999'"),
+    ],
+)
+def test_run_refuses_an_address_that_is_not_host_port(
+    argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["run", *argv]) == 2
+    assert capsys.readouterr().err.strip() == f"multikueue: {said}"
+
+
+def test_metrics_are_secure_unless_told_false_as_go_flags_are_written() -> None:
+    from multikueue.cli import _build_parser
+
+    parse = _build_parser().parse_args
+    assert parse(["run"]).metrics_secure is True
+    assert parse(["run", "--metrics-secure"]).metrics_secure is True
+    assert parse(["run", "--metrics-secure=false"]).metrics_secure is False
+    assert parse(["run", "--metrics-secure", "0"]).metrics_secure is False
+    with pytest.raises(SystemExit):
+        parse(["run", "--metrics-secure=maybe"])

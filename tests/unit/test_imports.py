@@ -10,7 +10,7 @@ import pytest
 
 import multikueue
 
-SERVERS = ("metrics.py", "controllers.py", "integration/webhook.py")
+SERVERS = ("endpoints.py", "integration/webhook.py")
 
 
 def aiohttp_imports(source: str) -> list[str]:

@@ -1,0 +1,297 @@
+"""The process's two listeners, as a kubebuilder controller has them: ``/metrics`` over HTTPS for callers the
+cluster authenticates and RBAC allows (``multikueue-metrics-reader``), and ``/healthz`` ``/readyz`` in plain HTTP
+on a port of their own for the kubelet's probes.
+
+The metrics name every ClusterQueue, worker and kind and their rates, so they are not for whoever reaches the pod:
+a bearer token is reviewed by the API server (TokenReview), the identity then checked for ``get`` on the
+non-resource URL ``/metrics`` (SubjectAccessReview), both verdicts cached briefly (controller-runtime's times).
+The certificate comes from ``--metrics-cert-dir`` (``tls.crt``, ``tls.key``; read again when they change, as
+controller-runtime's certwatcher does) or is generated at start, self-signed.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import socket
+import ssl
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import structlog
+from aiohttp import web
+from prometheus_client import CONTENT_TYPE_LATEST
+
+from multikueue.access import Answer, ReviewFailed, after_access_review, after_token_review, bearer_token
+from multikueue.kube.client import ApiClient
+from multikueue.kube.errors import ApiError, describe
+from multikueue.kube.reviews import AccessDecision, UserInfo, review_access, review_token
+from multikueue.metrics import Metrics
+from multikueue.ttlcache import TTLCache
+
+log = structlog.get_logger(__name__)
+
+# controller-runtime's (pkg/metrics/filters): a token's verdict for a minute, an allowed identity for five, a denied
+# one for thirty seconds (a binding just created works soon); each review given ten seconds.
+TOKEN_TTL = 60.0
+ALLOWED_TTL = 300.0
+DENIED_TTL = 30.0
+REVIEW_TIMEOUT = 10.0
+CACHE_SIZE = 1024
+CERT_CHECK_INTERVAL = 10.0  # seconds between looks at --metrics-cert-dir for a rotated certificate
+_SELF_SIGNED_VALIDITY = datetime.timedelta(days=365)
+
+
+class ServingError(Exception):
+    """An endpoint cannot be served as configured: one line naming the flag and value."""
+
+
+Address = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class Serving:
+    """Where the endpoints listen (``None``: not served) and how ``/metrics`` is protected."""
+
+    metrics: Address | None = None
+    health: Address | None = None
+    secure: bool = True  # False: /metrics in plain HTTP to anyone (local development only)
+    cert_dir: Path | None = None  # tls.crt and tls.key; None: a self-signed certificate generated at start
+
+
+@dataclass(frozen=True)
+class Durations:
+    token: float = TOKEN_TTL
+    allowed: float = ALLOWED_TTL
+    denied: float = DENIED_TTL
+    review_timeout: float = REVIEW_TIMEOUT
+
+
+class MetricsAccess:
+    """Carries out ``access``'s decisions: the reviews, their cache, and a log line for each fresh verdict."""
+
+    def __init__(self, api: ApiClient, durations: Durations = Durations(), size: int = CACHE_SIZE) -> None:
+        self.api = api
+        self.durations = durations
+        self._tokens: TTLCache[bytes, tuple[UserInfo | None]] = TTLCache(size)  # by the token's SHA-256
+        self._access: TTLCache[tuple[UserInfo, str, str], AccessDecision] = TTLCache(size)
+
+    async def check(self, authorization: str | None, verb: str, path: str) -> Answer:
+        token = bearer_token(authorization)
+        verdict = after_token_review(None if token is None else await self._authenticate(token))
+        if isinstance(verdict, Answer):
+            return verdict
+        return after_access_review(verdict, verb, path, await self._authorize(verdict, verb, path))
+
+    async def _authenticate(self, token: str) -> UserInfo | ReviewFailed | None:
+        key = hashlib.sha256(token.encode()).digest()
+        if (cached := self._tokens.get(key)) is not None:
+            return cached[0]
+        try:
+            user = await review_token(self.api, token, timeout=self.durations.review_timeout)
+        except Exception as e:  # any failure is an answer to the scraper, never a traceback in its face
+            return _failure("TokenReview", e)
+        self._tokens.put(key, (user,), self.durations.token)
+        if user is None:
+            log.debug("metrics: a token the API server does not authenticate")
+        return user
+
+    async def _authorize(self, user: UserInfo, verb: str, path: str) -> AccessDecision | ReviewFailed:
+        key = (user, verb, path)
+        if (cached := self._access.get(key)) is not None:
+            return cached
+        try:
+            decision = await review_access(self.api, user, path, verb, timeout=self.durations.review_timeout)
+        except Exception as e:
+            return _failure("SubjectAccessReview", e)
+        self._access.put(key, decision, self.durations.allowed if decision.allowed else self.durations.denied)
+        if not decision.allowed:
+            log.info("metrics: read refused (not allowed by RBAC; bind multikueue-metrics-reader)",
+                     user=user.username, verb=verb, path=path)  # fmt: skip
+        return decision
+
+
+def _failure(review: str, error: Exception) -> ReviewFailed:
+    failure = ReviewFailed(review, describe(error), answered=isinstance(error, ApiError))
+    log.warning("metrics: a review failed; the scrape is refused", review=review, error=failure.detail)
+    return failure
+
+
+class _Certificates:
+    """The serving certificate: a handshake's context is switched (SNI callback, called on every handshake) to one
+    made from the files as they are now, looked at every ``CERT_CHECK_INTERVAL`` seconds. Files that do not load
+    (half-written during a rotation) leave the last good certificate in use."""
+
+    def __init__(self, cert: Path, key: Path, *, reload: bool) -> None:
+        self.cert, self.key, self.reload = cert, key, reload
+        self._stamp = self._files_stamp()
+        self.current = self._context()
+        self.current.sni_callback = self._switch
+        self._outer = self.current
+        self._next_look = time.monotonic() + CERT_CHECK_INTERVAL
+
+    def _files_stamp(self) -> tuple[float, float, int, int]:
+        cert, key = self.cert.stat(), self.key.stat()
+        return cert.st_mtime, key.st_mtime, cert.st_ino, key.st_ino
+
+    def _context(self) -> ssl.SSLContext:
+        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+        context.minimum_version = ssl.TLSVersion.TLSv1_2
+        context.load_cert_chain(self.cert, self.key)
+        return context
+
+    def _switch(self, connection: ssl.SSLObject | ssl.SSLSocket, server_name: str | None, _: ssl.SSLContext) -> None:
+        if self.reload and time.monotonic() >= self._next_look:
+            self._next_look = time.monotonic() + CERT_CHECK_INTERVAL
+            self._look()
+        if self.current is not self._outer:
+            connection.context = self.current
+
+    def _look(self) -> None:
+        try:
+            stamp = self._files_stamp()
+            if stamp == self._stamp:
+                return
+            self.current = self._context()
+        except (OSError, ssl.SSLError) as e:
+            log.warning("metrics: the rotated certificate does not load; the last good one stays in use",
+                        cert=str(self.cert), error=str(e))  # fmt: skip
+            return
+        self._stamp = stamp
+        log.info("metrics: serving certificate reloaded", cert=str(self.cert))
+
+
+def _certificate_files(cert_dir: Path | None, work_dir: Path, host: str) -> tuple[Path, Path, bytes | None]:
+    """(certificate, key, generated CA or None): the directory's files, or a self-signed pair written to work_dir."""
+    if cert_dir is not None:
+        cert, key = cert_dir / "tls.crt", cert_dir / "tls.key"
+        missing = [p.name for p in (cert, key) if not p.is_file()]
+        if missing:
+            raise ServingError(f"--metrics-cert-dir {cert_dir}: no {' or '.join(missing)} there")
+        return cert, key, None
+    # Imported here: cryptography (~10 MiB resident) only for a process that generates its certificate.
+    from multikueue.pki import CertificateAuthority
+
+    # As client-go's self-signed serving certificates: a CA of its own and a leaf for the names a caller may use;
+    # scrapers skip verification (insecureSkipVerify) or are given the CA.
+    ca = CertificateAuthority(f"multikueue-metrics-ca@{int(time.time())}", validity=_SELF_SIGNED_VALIDITY)
+    ips = {"127.0.0.1", "::1"} | ({host} if _is_ip(host) and host not in ("0.0.0.0", "::") else set())
+    pair = ca.issue("multikueue-metrics", dns_names=("localhost", socket.gethostname()),
+                    ip_addresses=tuple(sorted(ips)), server=True)  # fmt: skip
+    cert, key = work_dir / "tls.crt", work_dir / "tls.key"
+    cert.write_bytes(pair.cert_pem + ca.cert_pem)
+    key.write_bytes(pair.key_pem)
+    key.chmod(0o600)
+    return cert, key, ca.cert_pem
+
+
+def _is_ip(host: str) -> bool:
+    try:
+        socket.inet_pton(socket.AF_INET6 if ":" in host else socket.AF_INET, host)
+    except OSError:
+        return False
+    return True
+
+
+def health_app(ready: Callable[[], bool]) -> web.Application:
+    """``/healthz`` (the event loop answers); ``/readyz`` (caches synced, controllers running)."""
+
+    async def healthz(_: web.Request) -> web.Response:
+        return web.Response(text="ok")
+
+    async def readyz(_: web.Request) -> web.Response:
+        return web.Response(text="ok") if ready() else web.Response(status=503, text="not ready: caches syncing")
+
+    app = web.Application()
+    app.add_routes([web.get("/healthz", healthz), web.get("/readyz", readyz)])
+    return app
+
+
+def metrics_app(metrics: Metrics, access: MetricsAccess | None) -> web.Application:
+    """``/metrics``, for callers ``access`` lets in (everyone when it is ``None``)."""
+
+    async def serve_metrics(request: web.Request) -> web.Response:
+        if access is not None:
+            answer = await access.check(request.headers.get("Authorization"), request.method.lower(), request.path)
+            metrics.metrics_requests.labels(str(answer.status)).inc()
+            if answer.status != 200:
+                return web.Response(status=answer.status, text=answer.text + "\n")
+        else:
+            metrics.metrics_requests.labels("200").inc()
+        return web.Response(body=metrics.exposition(), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+    app = web.Application()
+    app.add_routes([web.get("/metrics", serve_metrics, allow_head=False)])
+    return app
+
+
+class Endpoints:
+    """Both listeners of one process; ``start`` raises ``ServingError`` (one line) when one cannot be served."""
+
+    def __init__(self, serving: Serving, metrics: Metrics, ready: Callable[[], bool], api: ApiClient,
+                 durations: Durations = Durations()) -> None:  # fmt: skip
+        self.serving = serving
+        self.metrics = metrics
+        self.ready = ready
+        self.access = MetricsAccess(api, durations) if serving.secure else None
+        self.metrics_port: int | None = None
+        self.health_port: int | None = None
+        self.ca_pem: bytes | None = None  # the generated CA, when no --metrics-cert-dir was given
+        self._runners: list[web.AppRunner] = []
+        self._dir: tempfile.TemporaryDirectory[str] | None = None
+
+    async def start(self) -> None:
+        try:
+            if self.serving.health is not None:
+                self.health_port = await self._serve(health_app(self.ready), self.serving.health,
+                                                     "--health-probe-bind-address", None)  # fmt: skip
+            if self.serving.metrics is not None:
+                self.metrics_port = await self._serve(metrics_app(self.metrics, self.access), self.serving.metrics,
+                                                      "--metrics-bind-address", self._tls())  # fmt: skip
+        except BaseException:
+            await self.stop()
+            raise
+        if self.serving.metrics is not None:
+            where = f"https://{self.serving.metrics[0]}:{self.metrics_port}/metrics"
+            if self.access is None:
+                where = f"http://{self.serving.metrics[0]}:{self.metrics_port}/metrics"
+                log.warning("metrics served in plain HTTP to anyone (--metrics-secure=false): local use only")
+            log.info("serving metrics", url=where, authentication="TokenReview+SubjectAccessReview"
+                     if self.access else "none")  # fmt: skip
+        if self.serving.health is not None:
+            log.info("serving /healthz and /readyz", address=f"{self.serving.health[0]}:{self.health_port}")
+
+    def _tls(self) -> ssl.SSLContext | None:
+        if not self.serving.secure:
+            return None
+        assert self.serving.metrics is not None
+        self._dir = tempfile.TemporaryDirectory(prefix="multikueue-metrics-")
+        cert, key, self.ca_pem = _certificate_files(self.serving.cert_dir, Path(self._dir.name),
+                                                    self.serving.metrics[0])  # fmt: skip
+        try:
+            return _Certificates(cert, key, reload=self.serving.cert_dir is not None).current
+        except (OSError, ssl.SSLError) as e:
+            where = self.serving.cert_dir
+            raise ServingError(f"--metrics-cert-dir {where}: cannot load tls.crt and tls.key: {e}") from None
+
+    async def _serve(self, app: web.Application, address: Address, flag: str, context: ssl.SSLContext | None) -> int:
+        host, port = address
+        runner = web.AppRunner(app, access_log=None)
+        await runner.setup()
+        self._runners.append(runner)
+        try:
+            await web.TCPSite(runner, host, port, ssl_context=context).start()
+        except OSError as e:
+            raise ServingError(f"cannot serve {flag} {host}:{port}: {e.strerror or e}") from None
+        return int(runner.addresses[0][1])
+
+    async def stop(self) -> None:
+        for runner in reversed(self._runners):
+            await runner.cleanup()
+        self._runners.clear()
+        if self._dir is not None:
+            self._dir.cleanup()
+            self._dir = None
