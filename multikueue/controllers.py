@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,10 +22,10 @@ from multikueue.dispatch.direct import DirectKey, DirectReconciler, waits_for_a_
 from multikueue.dispatch.reconciler import WorkloadReconciler
 from multikueue.endpoints import Endpoints, Serving, ServingError
 from multikueue.integration.reconciler import IntegrationController
-from multikueue.kube import core, events, leader
+from multikueue.kube import core, events, leader, openapi
 from multikueue.kube.client import ApiClient
 from multikueue.kube.discovery import KindMisspelt, KindUnavailable, discover_resource
-from multikueue.kube.errors import TRANSIENT, ApiError, describe
+from multikueue.kube.errors import TRANSIENT, ApiError, KubeError, describe
 from multikueue.kube.resources import (
     ADMISSION_CHECKS,
     CLUSTER_PROFILES,
@@ -34,6 +35,7 @@ from multikueue.kube.resources import (
     Objects,
     Resource,
 )
+from multikueue.manager_schemas import managed_by_problems
 from multikueue.metrics import Metrics
 from multikueue.runtime.controller import Controller, Result
 from multikueue.runtime.informer import DELETED, Informer, ObjectKey
@@ -289,6 +291,8 @@ class Controllers:
                 await self.informers.synced()
                 await informers["secrets"].synced.wait()
                 await self._start_controllers(tg, missing)
+                tg.start_soon(openapi.watch_changes, self.api, self._schemas_changed)
+                tg.start_soon(self._say_schema_problems)
                 log.info("manager started", controller_name=config.dispatcher.controller_name,
                          kinds=[str(g) for g in config.multi_kueue.gvks])  # fmt: skip
                 self.started.set()
@@ -445,15 +449,42 @@ class Controllers:
             self.workload_reconciler.remember_deleted(obj)
         self.workload_controller.enqueue(ObjectKey.of(obj))
 
-    def _on_object(self, gvk: GroupVersionKind, direct: bool, kind: str, obj: Object) -> None:
+    def _on_object(self, gvk: GroupVersionKind, direct: bool, kind: str, obj: Object, *, observe: bool = True) -> None:
         """A manager object of a configured kind: placed itself in Direct mode, else its Workload looked at."""
         if direct:
-            if self.direct_reconciler is not None:
+            if observe and self.direct_reconciler is not None:
                 self.direct_reconciler.observe(gvk, kind, obj)
             self.direct_controller.enqueue((gvk, ObjectKey.of(obj)))
         elif self.manager_workloads is not None:
             for workload in self.manager_workloads.by_index(owners.BY_OWNER_UID, obj["metadata"].get("uid", "")):
                 self.workload_controller.enqueue(workload)
+
+    def _schemas_changed(self, group_versions: set[str]) -> None:
+        """A configured kind's published schema changed on the manager (its CRD upgraded): status fields it once
+        dropped are mirrored again, for every object of the kind."""
+        for gvk, (informer, _) in self.kinds.items():
+            if openapi.group_version_path(gvk.group, gvk.version) not in group_versions:
+                continue
+            reconcilers = (self.workload_reconciler, self.direct_reconciler)
+            forgot = [r.pruned.forget_kind(gvk) for r in reconcilers if r is not None]  # both, not the first
+            if any(forgot):
+                log.info("the kind's schema changed on the manager: dropped status fields tried again", kind=str(gvk))
+                direct = gvk in self.direct_kinds
+                for obj in informer.items():
+                    self._on_object(gvk, direct, "", obj, observe=False)
+
+    async def _say_schema_problems(self) -> None:
+        """What the manager's schemas make impossible (a managedByPath they drop), where the configuration is."""
+        for problem in await managed_by_problems(self.api, self.config):
+            log.warning("configuration cannot work with the manager's schema", problem=problem)
+            if self._config_map is None and self.config_source is not None:
+                with contextlib.suppress(KubeError):
+                    self._config_map = await core.read_config_map(self.api, self.config_source.namespace,
+                                                                  self.config_source.name)  # fmt: skip
+            if self._config_map is not None:
+                obj = {**self._config_map, "apiVersion": "v1", "kind": "ConfigMap"}
+                await events.record(self.api, obj, type_="Warning", reason="ManagedByPathPruned", message=problem,
+                                    component=self.config.dispatcher.controller_name)  # fmt: skip
 
     def _on_worker_change(self, cluster: str, key: ObjectKey) -> None:
         """Bursts from workers coalesce over the batch period."""

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
-from jsonpath_ng import JSONPath
+from jsonpath_ng import Child, Fields, JSONPath, Root
 from jsonpath_ng.ext.parser import parse as _parse
 
 Object = dict[str, Any]
@@ -34,6 +34,21 @@ def compile_path(text: str) -> JSONPath:
         return _parse(source)
     except Exception as e:  # JsonPathParserError, JsonPathLexerError, and bare Exceptions from the lexer
         raise InvalidPath(f"not a valid JSONPath: {text!r} ({e})") from None
+
+
+def field_names(path: str) -> list[str] | None:
+    """The field names of a path that is only a chain of single fields (``.spec.runPolicy.managedBy`` →
+    ``["spec", "runPolicy", "managedBy"]``); ``None`` for any other (indexes, filters, wildcards)."""
+    names: list[str] = []
+    node = compile_path(path)
+    for _ in range(64):  # a path's depth: bounded
+        if isinstance(node, Root):
+            return names[::-1]
+        if not isinstance(node, Child) or not isinstance(node.right, Fields) or len(node.right.fields) != 1:
+            return None
+        names.append(node.right.fields[0])
+        node = node.left
+    return None
 
 
 def find(obj: Any, path: str) -> list[Any]:

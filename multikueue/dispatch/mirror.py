@@ -2,7 +2,8 @@
 
 A manager CRD older than the worker's controller drops the newer status fields without an error. Mirroring would
 then see a difference on every pass and write it again forever. The first answer that lacks a field sent is
-remembered per kind (never compared again) and told once per object, as an Event naming the fields.
+remembered per kind (not compared again) and told once per object, as an Event naming the fields; forgotten when
+the kind's published schema changes (the CRD upgraded as the Event advised), so the fields are mirrored again.
 """
 
 from __future__ import annotations
@@ -37,6 +38,12 @@ class PrunedFields:
 
     def forget(self, gvk: GroupVersionKind, key: ObjectKey) -> None:
         self._told.discard((gvk, key))
+
+    def forget_kind(self, gvk: GroupVersionKind) -> bool:
+        """The kind's schema changed: what it dropped is tried again (and told again, if it still drops it).
+        Whether anything was remembered for it."""
+        self._told = {told for told in self._told if told[0] != gvk}
+        return self._paths.pop(gvk, None) is not None
 
 
 def pruned_message(kind: str, key: ObjectKey, worker: str, paths: list[str]) -> str:

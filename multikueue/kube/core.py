@@ -24,9 +24,13 @@ async def server_version(api: ApiClient) -> None:
     await api.send("GET", "/version")
 
 
+async def read_config_map(api: ApiClient, namespace: str, name: str) -> Object:
+    config_map: Object = await api.request("GET", _path(namespace, "configmaps", name))
+    return config_map
+
+
 async def config_map_data(api: ApiClient, namespace: str, name: str) -> dict[str, str]:
-    config_map = await api.request("GET", _path(namespace, "configmaps", name))
-    return dict(config_map.get("data") or {})
+    return dict((await read_config_map(api, namespace, name)).get("data") or {})
 
 
 def config_map_source(api: ApiClient, namespace: str, name: str, *, description: str) -> ApiListSource:

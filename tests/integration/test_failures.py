@@ -13,6 +13,7 @@ import pytest
 import structlog
 from kubernetes_asyncio import client as k8s_client
 
+from multikueue.kube import openapi
 from multikueue.kube.resources import Resource
 from multikueue.testing import crds, kueue
 from multikueue.testing.client import k8s
@@ -190,12 +191,12 @@ async def test_a_worker_back_after_a_long_loss_is_cleaned_up_within_seconds(scen
 SKEWED_GROUP = "skew.jobset.x-k8s.io"
 
 
-def _jobset_crd(*, manager: bool) -> dict[str, Any]:
+def _jobset_crd(*, manager: bool, group: str = SKEWED_GROUP) -> dict[str, Any]:
     """JobSet's real CRD under a group of its own; on the manager without ``replicatedJobsStatus[].active``: a
     manager CRD older than the worker's controller."""
     crd = crds.foreign_crd("JobSet")
-    crd["metadata"]["name"] = f"jobsets.{SKEWED_GROUP}"
-    crd["spec"]["group"] = SKEWED_GROUP
+    crd["metadata"]["name"] = f"jobsets.{group}"
+    crd["spec"]["group"] = group
     if manager:
         status = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["status"]
         del status["properties"]["replicatedJobsStatus"]["items"]["properties"]["active"]
@@ -261,6 +262,45 @@ async def test_status_fields_the_manager_schema_drops_are_told_once_and_not_rewr
     await eventually(lambda: _quiet(s, before), until=bool, what="the object looked at again, nothing left to do")
     again = await s.get(s.objects("manager", jobsets), "skewed")
     assert again["metadata"]["resourceVersion"] == touched["metadata"]["resourceVersion"], "not written again"
+
+
+HEALED_GROUP = "heal.jobset.x-k8s.io"
+
+
+@pytest.mark.parametrize("multikueue_config", [SKEWED.replace(SKEWED_GROUP, HEALED_GROUP)])
+async def test_status_fields_once_dropped_are_mirrored_once_the_manager_crd_is_upgraded(
+    scenario: Scenario, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The StatusFieldsPruned Event says to install the worker's CRD version on the manager: once done, the fields
+    it named reach the manager object without a restart (the kind's published schema changed)."""
+    monkeypatch.setattr(openapi, "RECHECK_SECONDS", 1.0)
+    s = scenario
+    await crds.install_crds(s.api["manager"], [_jobset_crd(manager=True, group=HEALED_GROUP)])
+    for worker in ("worker1", "worker2"):
+        await crds.install_crds(s.api[worker], [_jobset_crd(manager=False, group=HEALED_GROUP)])
+    assert s.stop_manager is not None
+    s.stop_manager()
+    await s.start_manager()
+    jobsets = Resource(HEALED_GROUP, "v1alpha2", "jobsets", "JobSet")
+    body = {"apiVersion": f"{HEALED_GROUP}/v1alpha2", "kind": "JobSet", "metadata": {"name": "healed"},
+            "spec": {"managedBy": kueue.MANAGED_BY, "replicatedJobs": []}}  # fmt: skip
+    await s.objects("manager", jobsets).create(body, s.namespace)
+    placed = await s.wait(s.objects("manager", jobsets), "healed", lambda o: WORKER in _notes(o), "placed")
+    worker = next(w for w in ("worker1", "worker2") if s.names[w] == _notes(placed)[WORKER])
+    await s.wait(s.objects(worker, jobsets), "healed", lambda o: o is not None, "the copy")
+    status = {"replicatedJobsStatus": [{"name": "w", "ready": 1, "succeeded": 0, "failed": 0, "active": 2,
+                                        "suspended": 0}]}  # fmt: skip
+    await s.objects(worker, jobsets).patch_status("healed", {"status": status}, s.namespace)
+    await eventually(lambda: s.events("healed"), until=lambda es: any(e.reason == "StatusFieldsPruned" for e in es),
+                     what="the pruned fields told")  # fmt: skip
+
+    await crds.install_crds(s.api["manager"], [_jobset_crd(manager=False, group=HEALED_GROUP)])  # as advised
+
+    def healed(o: Any) -> bool:
+        return bool(((o.get("status") or {}).get("replicatedJobsStatus") or [{}])[0].get("active") == 2)
+
+    mirrored = await s.wait(s.objects("manager", jobsets), "healed", healed, "active mirrored after the upgrade")
+    assert mirrored["status"]["replicatedJobsStatus"][0] == status["replicatedJobsStatus"][0]
 
 
 async def _quiet(s: Scenario, before: int) -> bool:

@@ -113,3 +113,18 @@ def test_status_patch_makes_the_manager_equal_to_the_worker() -> None:
 )
 def test_merge_diff_round_trips(old: Any, new: Any) -> None:
     assert apply_merge_patch(old, merge_diff(old, new)) == new
+
+
+def test_an_annotation_can_carry_managed_by_for_a_kind_whose_schema_has_no_field_for_it() -> None:
+    # docs/configuration.md's recipe for kinds like PyTorchJob v1.8.1 (no spec.runPolicy.managedBy).
+    path = '.metadata.annotations["multikueue.x-k8s.io/managed-by"]'
+    options = Adapter.model_validate({"name": "PipelineRun.v1.tekton.dev", "managedByPath": path})
+    adapter = GenericAdapter(PIPELINERUN, "kueue.x-k8s.io/multikueue", options)
+    run = manager_run()
+    del run["spec"]["managedBy"]
+    assert adapter.is_managed(run) == (False, f'Expecting {path} to be "kueue.x-k8s.io/multikueue" not ""')
+    run["metadata"]["annotations"] = {"multikueue.x-k8s.io/managed-by": "kueue.x-k8s.io/multikueue", "keep": "me"}
+    assert adapter.is_managed(run) == (True, "")
+    copy = adapter.build_copy(run, workload_name="wl", origin="multikueue")
+    assert "multikueue.x-k8s.io/managed-by" not in copy["metadata"]["annotations"]  # the worker's controller runs it
+    assert copy["metadata"]["annotations"]["keep"] == "me"
