@@ -580,7 +580,7 @@ async def _finish(setup: Setup, before: Before, tg: Any, changes: int) -> After:
         await eventually(
             lambda w=w: names_on(run.api[w]),  # type: ignore[misc]
             until=lambda names: names == [],
-            timeout=300,
+            timeout=max(300.0, args.timeout),  # Kueue as released deletes at 5 QPS per worker
             what=f"nothing left on {w}",
         )
     cpu = setup.measured.cpu_seconds() - before.cpu
@@ -625,7 +625,6 @@ def _result(setup: Setup, before: Before, d: Dispatched, after: After) -> dict[s
     from_creation = [run.on_worker[k][1] - run.created[k] for k in run.on_worker if k in run.created]
     placement = {w: sum(1 for x, _ in run.on_worker.values() if x == w) for w in setup.workers}
     duplicates = {k: c for k, c in run.copies_created.items() if c > 1}
-    manager_side_cpu = after.cpu + (after.beside["cpu_seconds"] if after.beside else 0.0)
     return {
         "mode": args.mode,
         "dispatcher": args.dispatcher,
@@ -656,11 +655,7 @@ def _result(setup: Setup, before: Before, d: Dispatched, after: After) -> dict[s
             "rate_per_s": args.status_rate,
         },
         "controller_cpu_seconds": after.cpu,
-        # The dispatching process's user + system CPU (/proc) over the measured phases, per 1,000 runs: this
-        # dispatcher's, or the whole Kueue process's where Kueue dispatches; and the whole manager side's
-        # (beside real Kueue: this dispatcher + Kueue's core).
-        "cpu_seconds_per_1000_runs": proc.per_thousand(after.cpu, n),
-        "manager_side_cpu_seconds_per_1000_runs": proc.per_thousand(manager_side_cpu, n),
+        **_cpu_per_thousand(after, n),
         "dispatch_phase_cpu_seconds": d.phase_cpu,
         "controller_work_queues": after.work_queues,
         "controller_peak_rss_mib": setup.measured.peak_rss / 2**20,
@@ -688,6 +683,17 @@ def _result(setup: Setup, before: Before, d: Dispatched, after: After) -> dict[s
         "fault_log": setup.faults.log if setup.faults is not None else [],
         "dispatcher_exited_by_itself": setup.dispatcher.exits if isinstance(setup.dispatcher, Dispatcher) else [],
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+    }
+
+
+def _cpu_per_thousand(after: After, n: int) -> dict[str, float]:
+    """The dispatching process's user + system CPU (/proc) over the measured phases, per 1,000 runs: this
+    dispatcher's, or the whole Kueue process's where Kueue dispatches; and the whole manager side's (beside real
+    Kueue: this dispatcher + Kueue's core)."""
+    beside = after.beside["cpu_seconds"] if after.beside else 0.0
+    return {
+        "cpu_seconds_per_1000_runs": proc.per_thousand(after.cpu, n),
+        "manager_side_cpu_seconds_per_1000_runs": proc.per_thousand(after.cpu + beside, n),
     }
 
 
@@ -880,16 +886,21 @@ def _cannot_fault(args: argparse.Namespace) -> str | None:
     return None
 
 
-def _cannot_run(args: argparse.Namespace) -> str | None:
-    """Why this combination of flags cannot run, or ``None``."""
-    if (why := _cannot_fault(args)) is not None:
-        return why
+def _cannot_compare(args: argparse.Namespace) -> str | None:
+    """Why Kueue's own MultiKueue, or the side by side, cannot run with the other flags, or ``None``."""
     if (args.dispatcher in KUEUE_DISPATCHERS or args.dispatchers) and (args.backlog or args.mode != "kueue"):
         return "--dispatcher kueue, kueue-fixed and --dispatchers run Kueue mode only, without --backlog"
     if args.dispatchers and (args.shards > 1 or args.tracemalloc or args.out):
         return "--dispatchers: not with --shards, --tracemalloc or --out (each run's JSON goes to --out-dir)"
     if args.rounds > 1 and not args.dispatchers:
         return "--rounds: with --dispatchers only"
+    return None
+
+
+def _cannot_run(args: argparse.Namespace) -> str | None:
+    """Why this combination of flags cannot run, or ``None``."""
+    if (why := _cannot_fault(args) or _cannot_compare(args)) is not None:
+        return why
     if args.race and (args.mode != "kueue" or args.kueue != "played"):
         return "--race: Kueue mode with the played Kueue only"
     if args.kueue == "real" and args.mode != "kueue":

@@ -35,6 +35,17 @@ def test_cpu_per_thousand_runs() -> None:
         proc.per_thousand(1.0, 0)
 
 
+def test_result_gives_the_dispatcher_and_the_whole_manager_side_per_thousand_runs() -> None:
+    def after(beside: dict[str, Any] | None) -> run.After:
+        return run.After(finished_at=0.0, status_changes=0, cpu=6.0, shard_cpu=[], requests={}, work_queues={},
+                         audited={}, beside=beside)  # fmt: skip
+
+    beside_kueue = run._cpu_per_thousand(after({"cpu_seconds": 4.0}), 200)
+    assert beside_kueue == {"cpu_seconds_per_1000_runs": 30.0, "manager_side_cpu_seconds_per_1000_runs": 50.0}
+    kueue_alone = run._cpu_per_thousand(after(None), 200)
+    assert kueue_alone == {"cpu_seconds_per_1000_runs": 30.0, "manager_side_cpu_seconds_per_1000_runs": 30.0}
+
+
 def test_variants_keep_their_order_and_refuse_unknown_or_repeated_names() -> None:
     assert sidebyside.parse_variants("kueue, kueue-fixed,multikueue") == ["kueue", "kueue-fixed", "multikueue"]
     with pytest.raises(ValueError, match="'kueue-patched' is not one of"):
