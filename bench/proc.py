@@ -7,9 +7,22 @@ from pathlib import Path
 
 
 def cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds the process has used."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """User + system CPU seconds the process has used (every thread's: a Go program's too)."""
+    return cpu_seconds_from_stat(Path(f"/proc/{pid}/stat").read_text(), os.sysconf("SC_CLK_TCK"))
+
+
+def cpu_seconds_from_stat(stat: str, ticks_per_second: int) -> float:
+    """utime + stime of a /proc/<pid>/stat line, in seconds. The command name (field 2, in parentheses) may hold
+    spaces and parentheses itself, so the fields are counted from its last closing parenthesis."""
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / ticks_per_second
+
+
+def per_thousand(seconds: float, runs: int) -> float:
+    """CPU seconds per 1,000 runs: what a dispatcher costs, comparable across runs of different N."""
+    if runs <= 0:
+        raise ValueError(f"runs: {runs}, must be positive")
+    return 1000 * seconds / runs
 
 
 def memory(pid: int) -> tuple[int, int]:

@@ -3,6 +3,7 @@
     python -m bench.run --mode kueue --workers 3 --objects 1000          # one run, JSON to bench/results/
     python -m bench.run --mode direct --workers 3 --objects 1000 --faults
     python -m bench.run --mode kueue --workers 3 --objects 3000 --race --rate 5 --fault-interval 20   # the fault soak
+    python -m bench.run --workers 3 --objects 1000 --dispatchers kueue,kueue-fixed,multikueue       # side by side
 
 The dispatcher runs as its own process with the shipped defaults (config/manager/config.yaml; direct mode adds
 only ``mode: Direct`` and Tekton's finished predicate). The benchmark plays the parts that do not run here, at
@@ -42,10 +43,10 @@ import anyio
 import yaml
 from kubernetes_asyncio import client as k8s_client
 
-from bench import audit, cores, proc, runtime
+from bench import audit, cores, proc, runtime, sidebyside
 from bench.dispatcher import Dispatcher, Shards
 from bench.faults import Faults
-from bench.kueue import MULTIKUEUE_CONTROLLER, RealKueue
+from bench.kueue import FIX_PATCH, KUEUE_DISPATCHERS, MULTIKUEUE_CONTROLLER, RealKueue
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
 from multikueue.kube.errors import Conflict, NotFound
 from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects, Resource
@@ -53,7 +54,13 @@ from multikueue.labels import ORIGIN_LABEL, PLACEMENT_PHASE
 from multikueue.runtime.informer import DELETED, Informer
 from multikueue.testing import crds, kueue
 from multikueue.testing.client import k8s, raw_body
-from multikueue.testing.interop import KUEUE_NAMESPACE, ComponentUnavailable, KueueProcess, kueue_binary
+from multikueue.testing.interop import (
+    KUEUE_NAMESPACE,
+    ComponentUnavailable,
+    KueueProcess,
+    kueue_binary,
+    patched_kueue_binary,
+)
 from multikueue.testing.objects import pipelinerun
 from multikueue.testing.testbed import TestBed
 from multikueue.testing.waiting import eventually
@@ -342,7 +349,7 @@ async def _set_up(args: argparse.Namespace, bed: TestBed, workdir: Path) -> Setu
         run.api["manager"],
         namespace=system,
         prefix="bench",
-        controller_name=MULTIKUEUE_CONTROLLER if args.dispatcher == "kueue" else CHECK_CONTROLLER,
+        controller_name=MULTIKUEUE_CONTROLLER if args.dispatcher in KUEUE_DISPATCHERS else CHECK_CONTROLLER,
         workers={w: identities[w] for w in workers},
         in_config=KUEUE_MAX_CLUSTERS,  # Direct mode places on every MultiKueueCluster; the config is not read
     )
@@ -365,15 +372,17 @@ async def _real_kueue(
         await k8s_client.CoreV1Api(k8s(run.api["manager"])).create_namespace(raw_body({"metadata": {"name": SYSTEM}}))
         return None
     kueue_kubeconfig = manager_kubeconfig
-    if args.dispatcher != "kueue":  # Kueue's core beside this dispatcher: counted apart
+    dispatches, fixed = args.dispatcher in KUEUE_DISPATCHERS, args.dispatcher == "kueue-fixed"
+    if not dispatches:  # Kueue's core beside this dispatcher: counted apart
         kueue_kubeconfig = workdir / "kueue-kubeconfig.yaml"
         kueue_identity = await audit.identity(run.api["manager"], bed.cluster("manager"), NAMESPACE, KUEUE_ACCOUNT)
         kueue_kubeconfig.write_text(yaml.safe_dump(kueue_identity))
-    process = KueueProcess(bed.cluster("manager"), args.kueue_binary, workdir / "kueue", log_level="info",
-                           extra=RealKueue.configuration(multikueue=args.dispatcher == "kueue"),
-                           kubeconfig=kueue_kubeconfig)  # fmt: skip
+    process = KueueProcess(bed.cluster("manager"), args.kueue_fixed_binary if fixed else args.kueue_binary,
+                           workdir / "kueue", log_level="info",
+                           extra=RealKueue.configuration(multikueue=dispatches, fixed=fixed),
+                           kubeconfig=kueue_kubeconfig, feature_gates=RealKueue.feature_gates(fixed=fixed))  # fmt: skip
     real_kueue = await RealKueue.start(run.api["manager"], process)
-    role = "dispatches" if args.dispatcher == "kueue" else "unused"
+    role = ("dispatches, with the fix" if fixed else "dispatches") if dispatches else "unused"
     say(f"real Kueue on the manager (PID {real_kueue.pid}); its MultiKueue {role}")
     return real_kueue
 
@@ -571,7 +580,7 @@ async def _finish(setup: Setup, before: Before, tg: Any, changes: int) -> After:
         await eventually(
             lambda w=w: names_on(run.api[w]),  # type: ignore[misc]
             until=lambda names: names == [],
-            timeout=300,
+            timeout=max(300.0, args.timeout),  # Kueue as released deletes at 5 QPS per worker
             what=f"nothing left on {w}",
         )
     cpu = setup.measured.cpu_seconds() - before.cpu
@@ -620,6 +629,8 @@ def _result(setup: Setup, before: Before, d: Dispatched, after: After) -> dict[s
         "mode": args.mode,
         "dispatcher": args.dispatcher,
         "kueue": args.kueue,
+        "kueue_build": _kueue_build(args),
+        "side_by_side": args.side_by_side,
         "kueue_beside": after.beside,
         "workers": len(setup.workers),
         "objects": n,
@@ -644,6 +655,7 @@ def _result(setup: Setup, before: Before, d: Dispatched, after: After) -> dict[s
             "rate_per_s": args.status_rate,
         },
         "controller_cpu_seconds": after.cpu,
+        **_cpu_per_thousand(after, n),
         "dispatch_phase_cpu_seconds": d.phase_cpu,
         "controller_work_queues": after.work_queues,
         "controller_peak_rss_mib": setup.measured.peak_rss / 2**20,
@@ -671,6 +683,30 @@ def _result(setup: Setup, before: Before, d: Dispatched, after: After) -> dict[s
         "fault_log": setup.faults.log if setup.faults is not None else [],
         "dispatcher_exited_by_itself": setup.dispatcher.exits if isinstance(setup.dispatcher, Dispatcher) else [],
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+    }
+
+
+def _cpu_per_thousand(after: After, n: int) -> dict[str, float]:
+    """The dispatching process's user + system CPU (/proc) over the measured phases, per 1,000 runs: this
+    dispatcher's, or the whole Kueue process's where Kueue dispatches; and the whole manager side's (beside real
+    Kueue: this dispatcher + Kueue's core)."""
+    beside = after.beside["cpu_seconds"] if after.beside else 0.0
+    return {
+        "cpu_seconds_per_1000_runs": proc.per_thousand(after.cpu, n),
+        "manager_side_cpu_seconds_per_1000_runs": proc.per_thousand(after.cpu + beside, n),
+    }
+
+
+def _kueue_build(args: argparse.Namespace) -> dict[str, Any] | None:
+    """Which Kueue ran on the manager: its version, the patch applied, its gates and clientConnection."""
+    if args.kueue != "real":
+        return None
+    fixed = args.dispatcher == "kueue-fixed"
+    return {
+        "version": crds.KUEUE_VERSION,
+        "patch": FIX_PATCH.name if fixed else None,
+        "feature_gates": list(RealKueue.feature_gates(fixed=fixed)),
+        "client_connection": RealKueue.configuration(multikueue=False, fixed=fixed).get("clientConnection"),
     }
 
 
@@ -746,9 +782,20 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--dispatcher",
-        choices=["multikueue", "kueue"],
+        choices=list(sidebyside.VARIANTS),
         default="multikueue",
-        help="what dispatches: this project, or Kueue's own MultiKueue with its generic adapter (implies --kueue real)",
+        help="what dispatches: this project, or Kueue's own MultiKueue with its generic adapter, as released or with "
+        "the worker-client fix (both imply --kueue real)",
+    )
+    parser.add_argument(
+        "--dispatchers",
+        metavar="LIST",
+        help="the side by side in one invocation: each of e.g. kueue,kueue-fixed,multikueue on a fresh bed under the "
+        "same load, one after the other (bench/sidebyside.py); results in --out-dir",
+    )
+    parser.add_argument("--rounds", type=int, default=1, help="--dispatchers: run the sequence this many times")
+    parser.add_argument(
+        "--out-dir", type=Path, default=RESULTS, help="--dispatchers: where each run's JSON goes (bench/results)"
     )
     parser.add_argument("--workers", type=int, default=3)
     parser.add_argument("--objects", type=int, default=1000)
@@ -811,12 +858,18 @@ def _arguments(argv: list[str] | None) -> argparse.Namespace:
     parser = _parser()
     args = parser.parse_args(argv)
     args.source_commit = _commit(args.source or ROOT)
-    # The dispatcher runs with its runtime dependencies only (bench/runtime.py), unless --dev-venv.
-    args.interpreter = None if args.dev_venv or args.dispatcher == "kueue" else runtime.python(args.source or ROOT)
-    if args.dispatcher == "kueue":
+    args.side_by_side = None  # one run of a --dispatchers session: its session, round and variant
+    try:
+        args.variants = sidebyside.parse_variants(args.dispatchers) if args.dispatchers else [args.dispatcher]
+    except ValueError as e:
+        parser.error(str(e))
+    if args.dispatchers or args.dispatcher in KUEUE_DISPATCHERS:
         args.kueue = "real"
     if (problem := _cannot_run(args)) is not None:
         parser.error(problem)
+    # The dispatcher runs with its runtime dependencies only (bench/runtime.py), unless --dev-venv.
+    ours = "multikueue" in args.variants and not args.dev_venv
+    args.interpreter = runtime.python(args.source or ROOT) if ours else None
     return args
 
 
@@ -824,8 +877,8 @@ def _cannot_fault(args: argparse.Namespace) -> str | None:
     """Why the fault flags cannot run with the others, or ``None``."""
     if not (args.faults or args.fault_interval):
         return None
-    if args.dispatcher == "kueue":
-        return "--faults, --fault-interval: this project's dispatcher only (not --dispatcher kueue)"
+    if args.dispatcher in KUEUE_DISPATCHERS or args.dispatchers:
+        return "--faults, --fault-interval: this project's dispatcher only (not --dispatcher kueue, --dispatchers)"
     if args.shards > 1:
         return "--faults, --fault-interval: not with --shards"
     if args.split_cores:
@@ -833,12 +886,21 @@ def _cannot_fault(args: argparse.Namespace) -> str | None:
     return None
 
 
+def _cannot_compare(args: argparse.Namespace) -> str | None:
+    """Why Kueue's own MultiKueue, or the side by side, cannot run with the other flags, or ``None``."""
+    if (args.dispatcher in KUEUE_DISPATCHERS or args.dispatchers) and (args.backlog or args.mode != "kueue"):
+        return "--dispatcher kueue, kueue-fixed and --dispatchers run Kueue mode only, without --backlog"
+    if args.dispatchers and (args.shards > 1 or args.tracemalloc or args.out):
+        return "--dispatchers: not with --shards, --tracemalloc or --out (each run's JSON goes to --out-dir)"
+    if args.rounds > 1 and not args.dispatchers:
+        return "--rounds: with --dispatchers only"
+    return None
+
+
 def _cannot_run(args: argparse.Namespace) -> str | None:
     """Why this combination of flags cannot run, or ``None``."""
-    if (why := _cannot_fault(args)) is not None:
+    if (why := _cannot_fault(args) or _cannot_compare(args)) is not None:
         return why
-    if args.dispatcher == "kueue" and (args.backlog or args.mode != "kueue"):
-        return "--dispatcher kueue runs Kueue mode only, without --backlog"
     if args.race and (args.mode != "kueue" or args.kueue != "played"):
         return "--race: Kueue mode with the played Kueue only"
     if args.kueue == "real" and args.mode != "kueue":
@@ -862,22 +924,57 @@ def _out_path(args: argparse.Namespace) -> Path:
     suffix += f"-shards{args.shards}" if args.shards > 1 else ""
     suffix += "-split" if args.split_cores else ""
     if args.kueue == "real":
-        suffix += "-kueue-multikueue" if args.dispatcher == "kueue" else "-kueue-core"
+        kueue_suffix = {"kueue": "-kueue-multikueue", "kueue-fixed": "-kueue-fixed-multikueue"}
+        suffix += kueue_suffix.get(args.dispatcher, "-kueue-core")
     out: Path = args.out or RESULTS / f"{args.mode}-w{args.workers}-n{args.objects}{suffix}.json"
     return out
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _arguments(argv)
-    random.seed(args.seed)  # the status phase's and the race's choices
-    args.kueue_binary = None
-    if args.kueue == "real":
-        try:
-            args.kueue_binary = kueue_binary(say)
-        except ComponentUnavailable as e:
-            say(f"cannot run real Kueue: {e}")
-            return 3
+    try:
+        _build_kueue(args)
+    except ComponentUnavailable as e:
+        say(f"cannot run real Kueue: {e}")
+        return 3
+    if args.dispatchers:
+        return _side_by_side(args)
     out = _out_path(args)
+    result = _run_once(args)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n")
+    say(f"wrote {out}")
+    print(json.dumps(result, indent=2))
+    return 0
+
+
+def _build_kueue(args: argparse.Namespace) -> None:
+    """Kueue's builds the variants need, from the cache or built now (a cold build prints its progress)."""
+    args.kueue_binary = args.kueue_fixed_binary = None
+    if args.kueue == "real" and set(args.variants) - {"kueue-fixed"}:
+        args.kueue_binary = kueue_binary(say)
+    if "kueue-fixed" in args.variants:
+        args.kueue_fixed_binary = patched_kueue_binary(FIX_PATCH, say)
+
+
+def _side_by_side(args: argparse.Namespace) -> int:
+    """Every variant of --dispatchers on a fresh bed, --rounds times, each result written as it ends."""
+    session = time.strftime("%Y%m%dT%H%M%S")
+    stem = f"side-by-side-w{args.workers}-n{args.objects}"
+    slots = sidebyside.schedule(args.variants, args.rounds, args.out_dir, stem)
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    for k, slot in enumerate(slots, 1):
+        say(f"side by side {session}, run {k}/{len(slots)}: {sidebyside.VARIANTS[slot.variant]}")
+        one = sidebyside.variant_args(args, slot, session)
+        slot.out.write_text(json.dumps(_run_once(one), indent=2) + "\n")
+        say(f"wrote {slot.out}")
+    say(f"side by side {session} done: python -m bench.report --results {args.out_dir}")
+    return 0
+
+
+def _run_once(args: argparse.Namespace) -> dict[str, Any]:
+    """One run on a fresh bed: the result (not yet written)."""
+    random.seed(args.seed)  # the status phase's and the race's choices: the same for every side-by-side variant
     clusters = ("manager", *(f"worker{i + 1}" for i in range(args.workers)))
     users = [audit.user(NAMESPACE, a) for a in (DISPATCHER_ACCOUNT, KUEUE_ACCOUNT)]
     if args.split_cores:
@@ -891,20 +988,16 @@ def main(argv: list[str] | None = None) -> int:
             cores.servers_apart(bed)
         assert bed.workdir is not None
         try:
-            result = anyio.run(main_async, args, bed, bed.workdir)
+            return anyio.run(main_async, args, bed, bed.workdir)
         finally:
             for dispatcher in Dispatcher.started:
                 dispatcher.stop()
+            Dispatcher.started.clear()
             if args.logs is not None:
                 args.logs.mkdir(parents=True, exist_ok=True)
                 for log in (bed.workdir / "dispatcher.log", bed.workdir / "kueue" / "kueue.log"):
                     if log.exists():
                         shutil.copy(log, args.logs / log.name)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=2) + "\n")
-    say(f"wrote {out}")
-    print(json.dumps(result, indent=2))
-    return 0
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import base64
 import copy
+import hashlib
 import json
 import os
 import shutil
@@ -57,6 +58,58 @@ def kueue_binary(progress: Progress = _quiet) -> Path:
     target = cache_root() / "interop" / f"kueue-{version}" / "kueue"
     ldflags = f"-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion={version}"
     return _go_build("Kueue", "sigs.k8s.io/kueue", "sigs.k8s.io/kueue/cmd/kueue", version, target, progress, ldflags)
+
+
+def patched_kueue_binary(patch: Path, progress: Progress = _quiet) -> Path:
+    """Kueue's manager at the CRDs' version with ``patch`` applied (a unified diff against the module's root),
+    built once into the cache under the version and the patch's digest. The module cache is read-only: a copy of
+    the module is patched (``git apply``, no fuzz: a patch that no longer fits fails, naming the file) and built as
+    the main module, so the Go build cache shares every unpatched package with ``kueue_binary``'s build."""
+    version, target = crds.KUEUE_VERSION, patched_kueue_target(patch)
+    digest = target.parent.name.rsplit("-", 1)[1]
+    if target.exists():
+        return target
+    label = f"Kueue {version} + {patch.name}"
+    go, git = shutil.which("go"), shutil.which("git")
+    if go is None or git is None:
+        raise ComponentUnavailable(f"{label}: needs Go and git on PATH")
+    source = _module_dir("sigs.k8s.io/kueue", version)
+    ldflags = f"-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion={version}-{digest}"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    partial = target.with_name(f"kueue.{os.getpid()}.tmp")
+    with tempfile.TemporaryDirectory(prefix="multikueue-kueue-patched-") as work:
+        module = Path(work) / "kueue"
+        progress(f"{label}: copying the module ...")
+        shutil.copytree(source, module)
+        _writable(module)
+        # No repository above the copy may take the patch's paths as its own (git apply would skip them).
+        env = {**os.environ, "CGO_ENABLED": "0", "GIT_CEILING_DIRECTORIES": work}
+        steps = [("checking the patch fits (git apply --check)", [git, "apply", "--check", str(patch.resolve())]),
+                 ("applying it (git apply)", [git, "apply", str(patch.resolve())]),
+                 ("go build (~10 min cold; minutes when the Go build cache holds Kueue's own build)",
+                  [go, "build", "-o", str(partial), "-ldflags", ldflags, "./cmd/kueue"])]  # fmt: skip
+        for what, argv in steps:
+            progress(f"{label}: {what} ...")
+            result = subprocess.run(argv, cwd=module, capture_output=True, text=True, check=False, env=env)
+            if result.returncode != 0:
+                tail = "\n".join((result.stdout + result.stderr).strip().splitlines()[-15:])
+                raise ComponentUnavailable(f"{label}: `{' '.join(argv[:2])}` failed:\n{tail}")
+    partial.rename(target)
+    return target
+
+
+def patched_kueue_target(patch: Path) -> Path:
+    """Where ``patched_kueue_binary`` keeps its build: beside Kueue's own, named by version and the patch's digest
+    (another patch, or this one changed, is another build)."""
+    digest = hashlib.sha256(patch.read_bytes()).hexdigest()[:12]
+    return cache_root() / "interop" / f"kueue-{crds.KUEUE_VERSION}-{digest}" / "kueue"
+
+
+def _writable(tree: Path) -> None:
+    """The module cache's files and directories are read-only; a copy to patch (and remove) must not be."""
+    for path in (tree, *tree.rglob("*")):
+        if not path.is_symlink():
+            path.chmod(path.stat().st_mode | 0o200)
 
 
 def _webhook_configurations(module: Path, port: int, ca_pem: bytes) -> list[dict[str, Any]]:
