@@ -31,6 +31,8 @@ binaries: $(VENV)/.installed
 	$(BIN)/python -c "from multikueue.testing.interop import prometheus_binary as p; print(p('promtool', print), p('prometheus', print))"
 
 pytest: $(VENV)/.installed
+	@echo "==> Kueue v0.19.2 as released and with the worker-client fix (test_kueue_fix.py, the bench; built once from the Go module proxy, ~5 min each cold)"
+	$(BIN)/python -c "from bench.kueue import FIX_PATCH; from multikueue.testing.interop import kueue_binary, patched_kueue_binary; print(kueue_binary(print)); print(patched_kueue_binary(FIX_PATCH, print))"
 	@echo "==> pytest"
 	$(BIN)/pytest --durations=15
 
