@@ -58,6 +58,10 @@ def _build_parser() -> argparse.ArgumentParser:
         "self-signed certificate generated at start",
     )
     run.add_argument(
+        "--http-address",
+        help=argparse.SUPPRESS,  # before metrics moved to HTTPS: refused in one line naming its two successors
+    )
+    run.add_argument(
         "--health-probe-bind-address",
         default="127.0.0.1:8081",
         help="host:port serving /healthz and /readyz in plain HTTP ('' to disable; 0.0.0.0:8081 in a pod)",
@@ -466,6 +470,11 @@ def _run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 2
+    if args.http_address is not None:
+        print("multikueue: --http-address is gone: /metrics is served over HTTPS on --metrics-bind-address (default "
+              "127.0.0.1:8443) and the probes on --health-probe-bind-address (default 127.0.0.1:8081)",
+              file=sys.stderr)  # fmt: skip
+        return 2
     try:
         serving = Serving(
             metrics=_address("--metrics-bind-address", args.metrics_bind_address),
@@ -559,14 +568,15 @@ def _startup_failure(error: BaseException) -> str | None:
 
 
 def _address(flag: str, value: str) -> tuple[str, int] | None:
-    """``host:port`` (``[::1]:port`` for IPv6) from a flag; ``''`` is ``None`` (not served)."""
-    if not value:
+    """``host:port`` (``[::1]:port`` for IPv6) from a flag, as controller-runtime reads it: ``:port`` is every
+    interface, ``''`` and ``0`` are ``None`` (not served)."""
+    if value in ("", "0"):
         return None
-    host, _, port = value.rpartition(":")
+    host, colon, port = value.rpartition(":")
     host = host.removeprefix("[").removesuffix("]")
-    if not host or not port.isdigit() or int(port) > 65535:
-        raise ValueError(f"{flag} must be host:port, got {value!r}")
-    return host, int(port)
+    if not colon or not port.isdigit() or int(port) > 65535:
+        raise ValueError(f"{flag} must be host:port or :port, got {value!r}")
+    return host or "0.0.0.0", int(port)
 
 
 def _boolean(text: str) -> bool:

@@ -35,7 +35,7 @@ from multikueue.kube.resources import (
     Objects,
     Resource,
 )
-from multikueue.manager_schemas import managed_by_problems
+from multikueue.manager_schemas import managed_by_problems, published_kinds
 from multikueue.metrics import Metrics
 from multikueue.runtime.controller import Controller, Result
 from multikueue.runtime.informer import DELETED, Informer, ObjectKey
@@ -172,6 +172,7 @@ class Controllers:
         self.informers = SharedInformers(api)
         # The kinds the manager serves, with their informers; shared with the reconcilers.
         self.kinds: dict[GroupVersionKind, tuple[Informer, Resource]] = {}
+        self._schema_digests: dict[GroupVersionKind, str] = {}  # each kind's published schema, as last seen
         self.direct_kinds: dict[GroupVersionKind, tuple[Informer, Resource]] = {}
         self.manager_resources: dict[GroupVersionKind, Resource] = {}
         self.owners: dict[GroupVersionKind, Informer] = {}
@@ -459,12 +460,16 @@ class Controllers:
             for workload in self.manager_workloads.by_index(owners.BY_OWNER_UID, obj["metadata"].get("uid", "")):
                 self.workload_controller.enqueue(workload)
 
-    def _schemas_changed(self, group_versions: set[str]) -> None:
+    async def _schemas_changed(self, group_versions: set[str]) -> None:
         """A configured kind's published schema changed on the manager (its CRD upgraded): status fields it once
-        dropped are mirrored again, for every object of the kind."""
-        for gvk, (informer, _) in self.kinds.items():
-            if openapi.group_version_path(gvk.group, gvk.version) not in group_versions:
+        dropped are mirrored again, for every object of the kind. Another kind's change in the same group version
+        changes nothing."""
+        kinds = [g for g in self.kinds if openapi.group_version_path(g.group, g.version) in group_versions]
+        for gvk, schema in (await published_kinds(self.api, kinds)).items():
+            if self._schema_digests.get(gvk) == schema.digest:
                 continue
+            self._schema_digests[gvk] = schema.digest
+            informer = self.kinds[gvk][0]
             reconcilers = (self.workload_reconciler, self.direct_reconciler)
             forgot = [r.pruned.forget_kind(gvk) for r in reconcilers if r is not None]  # both, not the first
             if any(forgot):
@@ -475,7 +480,9 @@ class Controllers:
 
     async def _say_schema_problems(self) -> None:
         """What the manager's schemas make impossible (a managedByPath they drop), where the configuration is."""
-        for problem in await managed_by_problems(self.api, self.config):
+        schemas = await published_kinds(self.api, self.config.multi_kueue.gvks)
+        self._schema_digests = {gvk: schema.digest for gvk, schema in schemas.items()}
+        for problem in managed_by_problems(self.config, schemas):
             log.warning("configuration cannot work with the manager's schema", problem=problem)
             if self._config_map is None and self.config_source is not None:
                 with contextlib.suppress(KubeError):

@@ -21,13 +21,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import anyio
 import structlog
 from aiohttp import web
 from prometheus_client import CONTENT_TYPE_LATEST
 
 from multikueue.access import Answer, ReviewFailed, after_access_review, after_token_review, bearer_token
 from multikueue.kube.client import ApiClient
-from multikueue.kube.errors import ApiError, describe
+from multikueue.kube.errors import ApiError, Busy, describe
 from multikueue.kube.reviews import AccessDecision, UserInfo, review_access, review_token
 from multikueue.metrics import Metrics
 from multikueue.ttlcache import TTLCache
@@ -41,6 +42,7 @@ ALLOWED_TTL = 300.0
 DENIED_TTL = 30.0
 REVIEW_TIMEOUT = 10.0
 CACHE_SIZE = 1024
+REVIEWS_IN_FLIGHT = 4
 CERT_CHECK_INTERVAL = 10.0  # seconds between looks at --metrics-cert-dir for a rotated certificate
 _SELF_SIGNED_VALIDITY = datetime.timedelta(days=365)
 
@@ -78,6 +80,9 @@ class MetricsAccess:
         self.durations = durations
         self._tokens: TTLCache[bytes, tuple[UserInfo | None]] = TTLCache(size)  # by the token's SHA-256
         self._access: TTLCache[tuple[UserInfo, str, str], AccessDecision] = TTLCache(size)
+        # Reviews in flight at once: anyone who reaches the port can send tokens never seen before, and each costs a
+        # request on the manager's client, which reconciles and the leader Lease need. Beyond this: 503 at once.
+        self._reviews = anyio.Semaphore(REVIEWS_IN_FLIGHT)
 
     async def check(self, authorization: str | None, verb: str, path: str) -> Answer:
         token = bearer_token(authorization)
@@ -90,8 +95,11 @@ class MetricsAccess:
         key = hashlib.sha256(token.encode()).digest()
         if (cached := self._tokens.get(key)) is not None:
             return cached[0]
+        if self._reviews.value == 0:
+            return ReviewFailed("TokenReview", f"more than {REVIEWS_IN_FLIGHT} reviews in flight", answered=False)
         try:
-            user = await review_token(self.api, token, timeout=self.durations.review_timeout)
+            async with self._reviews:
+                user = await review_token(self.api, token, timeout=self.durations.review_timeout)
         except Exception as e:  # any failure is an answer to the scraper, never a traceback in its face
             return _failure("TokenReview", e)
         self._tokens.put(key, (user,), self.durations.token)
@@ -103,8 +111,12 @@ class MetricsAccess:
         key = (user, verb, path)
         if (cached := self._access.get(key)) is not None:
             return cached
+        if self._reviews.value == 0:
+            return ReviewFailed("SubjectAccessReview", f"more than {REVIEWS_IN_FLIGHT} reviews in flight",
+                                answered=False)  # fmt: skip
         try:
-            decision = await review_access(self.api, user, path, verb, timeout=self.durations.review_timeout)
+            async with self._reviews:
+                decision = await review_access(self.api, user, path, verb, timeout=self.durations.review_timeout)
         except Exception as e:
             return _failure("SubjectAccessReview", e)
         self._access.put(key, decision, self.durations.allowed if decision.allowed else self.durations.denied)
@@ -115,7 +127,10 @@ class MetricsAccess:
 
 
 def _failure(review: str, error: Exception) -> ReviewFailed:
-    failure = ReviewFailed(review, describe(error), answered=isinstance(error, ApiError))
+    # The API server's own error needs an operator (500); no answer, or an API server too busy, passes (503).
+    failure = ReviewFailed(
+        review, describe(error), answered=isinstance(error, ApiError) and not isinstance(error, Busy)
+    )
     log.warning("metrics: a review failed; the scrape is refused", review=review, error=failure.detail)
     return failure
 

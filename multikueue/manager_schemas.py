@@ -3,7 +3,9 @@ for (the API server would drop it from every object, so none is ever dispatched)
 
 from __future__ import annotations
 
-from multikueue.config import Configuration
+from collections.abc import Iterable
+
+from multikueue.config import Configuration, GroupVersionKind
 from multikueue.jsonpaths import field_names
 from multikueue.kube import openapi
 from multikueue.kube.client import ApiClient
@@ -11,19 +13,28 @@ from multikueue.kube.errors import KubeError
 from multikueue.schemas import keeps, managed_by_pruned
 
 
-async def managed_by_problems(api: ApiClient, config: Configuration) -> list[str]:
-    """One line per configured kind whose managedByPath the manager's schema prunes. A kind not published (yet), a
-    path that is not a plain chain of fields, or a schema that cannot be read says nothing."""
-    problems = []
-    for gvk in config.multi_kueue.gvks:
-        path = config.adapter(gvk).managed_by_path
-        fields = field_names(path)
-        if fields is None:
-            continue
+async def published_kinds(
+    api: ApiClient, gvks: Iterable[GroupVersionKind]
+) -> dict[GroupVersionKind, openapi.KindSchema]:
+    """The manager's published schema of each kind that has one now (not published yet, or unreadable: left out)."""
+    found = {}
+    for gvk in gvks:
         try:
-            published = await openapi.kind_schema(api, gvk.group, gvk.version, gvk.kind)
+            schema = await openapi.kind_schema(api, gvk.group, gvk.version, gvk.kind)
         except KubeError:
             continue
-        if published is not None and not keeps(published.schema, published.components, fields):
+        if schema is not None:
+            found[gvk] = schema
+    return found
+
+
+def managed_by_problems(config: Configuration, schemas: dict[GroupVersionKind, openapi.KindSchema]) -> list[str]:
+    """One line per configured kind whose managedByPath its schema prunes (a path that is not a plain chain of
+    fields, or a kind without a schema, says nothing)."""
+    problems = []
+    for gvk, published in schemas.items():
+        path = config.adapter(gvk).managed_by_path
+        fields = field_names(path)
+        if fields is not None and not keeps(published.schema, published.components, fields):
             problems.append(managed_by_pruned(gvk.kind, path, config.dispatcher.managed_by))
     return problems

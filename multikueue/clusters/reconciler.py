@@ -31,7 +31,7 @@ from multikueue.clusters.profiles import BAD_CLUSTER_PROFILE, kubeconfig_from_pr
 from multikueue.clusters.renewer import TokenRenewer
 from multikueue.config import Configuration
 from multikueue.kube import conditions
-from multikueue.kube.errors import NotFound
+from multikueue.kube.errors import NotFound, describe
 from multikueue.kube.resources import CLUSTER_PROFILES, MULTIKUEUE_CLUSTERS, Objects
 from multikueue.labels import CREDENTIALS_EXPIRY_ANNOTATION, WORKER_IDENTITY_ANNOTATION
 from multikueue.metrics import Metrics
@@ -42,6 +42,13 @@ ACTIVE = "Active"
 SECRET_KEY = "kubeconfig"
 log = structlog.get_logger(__name__)
 Object = dict[str, Any]
+
+
+PROFILES_LISTING_RETRY = 1.0  # seconds: the ClusterProfiles' first list, under way
+
+
+class ProfilesListing(Exception):
+    """The ClusterProfiles are being listed for the first time: too early to say anything about a profile."""
 
 
 def access_source(cluster: Object) -> str:
@@ -124,10 +131,14 @@ class ClusterReconciler:
         return name in self.tried or self.clusters.get(ObjectKey("", name)) is None
 
     async def reconcile(self, name: str) -> Result:
+        listing = False
         try:
             return await self._reconcile(name)
+        except ProfilesListing:
+            listing = True  # not tried yet: a worker reached through a profile is not "unreachable" at start
+            return Result(requeue_after=PROFILES_LISTING_RETRY)
         finally:
-            if name not in self.tried:
+            if name not in self.tried and not listing:
                 self.tried.add(name)
                 # Its first attempt has ended, connected or not: the runs that waited to know whether it holds them
                 # (a replica that took over) are looked at again.
@@ -168,7 +179,9 @@ class ClusterReconciler:
 
         if not connection.connected:
             await self._set_active(cluster, False, "ClientConnectionFailed", connection.failure_message())
-            return Result()  # the informers retry by themselves and report back when connected
+            # The informers retry by themselves and report back when connected; the token must not lapse meanwhile.
+            renewal = await self.renewer.check(cluster, connection, kubeconfig_secret_name(cluster))
+            return Result(requeue_after=renewal.next_check)
         # On every pass until written: a first write that failed (a conflict, RBAC) is retried with the pass.
         cluster = await self._record_identity(cluster, connection)
         cluster = await self._record_expiry(cluster, connection)
@@ -391,7 +404,9 @@ class ClusterReconciler:
                     f"the ClusterProfile API ({CLUSTER_PROFILES}) is not served by the manager cluster: install the "
                     "CRD from sigs.k8s.io/cluster-inventory-api",
                 )
-            raise KubeconfigRejected(BAD_CLUSTER_PROFILE, f"ClusterProfiles cannot be read yet: {error or 'listing'}")
+            if error is None:
+                raise ProfilesListing  # the first list is under way: looked at again shortly, nothing said
+            raise KubeconfigRejected(BAD_CLUSTER_PROFILE, f"ClusterProfiles cannot be read: {describe(error)}")
         profile = self.profiles.get(ObjectKey(self.config.dispatcher.namespace, name))
         if profile is None:
             kind = f"{CLUSTER_PROFILES.plural}.{CLUSTER_PROFILES.group}"  # the API's own NotFound wording

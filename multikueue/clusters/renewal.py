@@ -29,6 +29,8 @@ def retry_in(failures: int, expires_at: float, now: float) -> float:
     """After ``failures`` failed renewals in a row: 5 s doubling to 320 s, and never past the middle of what is left
     of the token's life, so a passing fault still has tries left before it lapses (at least 1 s apart)."""
     backoff = min(RETRY_FIRST * float(2 ** min(max(failures - 1, 0), 10)), RETRY_MAX)
+    if expires_at <= now:  # lapsed: nothing left to save, so no hurry either
+        return backoff
     return max(1.0, min(backoff, (expires_at - now) / 2))
 
 

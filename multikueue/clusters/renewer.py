@@ -48,6 +48,7 @@ class _Failing:
     failures: int = 0
     next_try: float = 0.0  # time.time() of the next attempt
     problem: str | None = None
+    token: tuple[float, float] = (0.0, 0.0)  # (iat, exp) of the token failing: one replaced by hand starts afresh
 
 
 def opted_in(cluster: Object) -> bool:
@@ -65,8 +66,11 @@ class TokenRenewer:
         self.failing: dict[str, _Failing] = {}
 
     def renews(self, cluster: Object, token: str | None) -> bool:
-        """Whether this dispatcher renews the token (opted in, and a ServiceAccount token): its expiry is then no
-        person's deadline (the metric's ``renewable`` label)."""
+        """Whether this dispatcher renews the token (opted in, a ServiceAccount token, and its renewals not failing):
+        its expiry is then no person's deadline (the metric's ``renewable`` label, which the expiry alert reads)."""
+        failing = self.failing.get(cluster["metadata"]["name"])
+        if failing is not None and failing.failures > 0:
+            return False
         return opted_in(cluster) and token is not None and service_account_token(token) is not None
 
     def forget(self, name: str) -> None:
@@ -88,8 +92,8 @@ class TokenRenewer:
             await self._report(cluster, self.failing.setdefault(name, _Failing()), problem)
             return Outcome(problem=problem)
         failing, now = self.failing.get(name), time.time()
-        if failing is not None and failing.failures == 0:  # the only problem was the token's kind: gone now
-            self.forget(name)
+        if failing is not None and (failing.failures == 0 or failing.token != (account.issued_at, account.expires_at)):
+            self.forget(name)  # the token's kind was the only problem, or the token was replaced: afresh
             failing = None
         wait = renewal.renew_in(account.issued_at, account.expires_at, now, self.settings.renew_after)
         if failing is not None and failing.next_try > now:
@@ -139,6 +143,7 @@ class TokenRenewer:
         name = cluster["metadata"]["name"]
         failing = self.failing.setdefault(name, _Failing())
         failing.failures += 1
+        failing.token = (account.issued_at, account.expires_at)
         now = time.time()
         delay = renewal.retry_in(failing.failures, account.expires_at, now)
         failing.next_try = now + delay

@@ -9,7 +9,7 @@ from typing import Any
 import structlog
 
 from multikueue.kube.client import ApiClient
-from multikueue.kube.errors import ApiError, describe
+from multikueue.kube.errors import KubeError, describe
 
 log = structlog.get_logger(__name__)
 
@@ -32,5 +32,5 @@ async def record(api: ApiClient, obj: dict[str, Any], *, type_: str, reason: str
     try:
         # The answer is not decoded: nothing reads it, and Events are the most frequent write of a burst.
         await api.send("POST", f"/api/v1/namespaces/{namespace}/events", body=body)
-    except ApiError as e:
+    except KubeError as e:
         log.warning("event not recorded", reason=reason, error=describe(e))

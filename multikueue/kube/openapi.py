@@ -7,7 +7,9 @@ A CRD's schema is published a few seconds after the CRD is established: until th
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import hashlib
+import json
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +44,11 @@ class KindSchema:
     schema: Object  # the kind's schema (components.schemas entry)
     components: Object  # every schema of the document, for ``$ref``s
 
+    @property
+    def digest(self) -> str:
+        """Changes with the kind's own schema only (a group version's hash also changes with its other kinds')."""
+        return hashlib.sha256(json.dumps(self.schema, sort_keys=True).encode()).hexdigest()
+
 
 async def kind_schema(api: ApiClient, group: str, version: str, kind: str) -> KindSchema | None:
     """The published schema of ``kind``; ``None`` when the group version or the kind is not published (yet)."""
@@ -57,21 +64,33 @@ async def kind_schema(api: ApiClient, group: str, version: str, kind: str) -> Ki
     return None
 
 
+def changed_paths(seen: dict[str, str], now: dict[str, str], gone: set[str]) -> set[str]:
+    """The group versions whose document changed since ``seen``, or came back after being ``gone`` (a CRD deleted and
+    created again). ``gone`` is updated in place."""
+    changed = {path for path, url in now.items() if (path in seen and seen[path] != url) or path in gone}
+    gone.update(set(seen) - set(now))
+    gone.difference_update(now)
+    return changed
+
+
 async def watch_changes(
-    api: ApiClient, on_change: Callable[[set[str]], None], *, interval: Callable[[], float] = lambda: RECHECK_SECONDS
+    api: ApiClient,
+    on_change: Callable[[set[str]], Awaitable[None]],
+    *,
+    interval: Callable[[], float] = lambda: RECHECK_SECONDS,
 ) -> None:
-    """Call ``on_change`` with the group versions whose published schema changed, every ``interval`` seconds, until
+    """Await ``on_change`` with the group versions whose published schema changed, every ``interval`` seconds, until
     cancelled. An unreadable round is skipped (logged), the last good view kept."""
     seen: dict[str, str] | None = None
+    gone: set[str] = set()
     while True:
         try:
             now = await published(api)
         except KubeError as e:
             log.warning("published schemas not readable; looked at again later", error=describe(e))
         else:
-            if seen is not None:
-                changed = {path for path, url in now.items() if seen.get(path) not in (None, url)}
-                if changed:
-                    on_change(changed)
+            changed = changed_paths(seen, now, gone) if seen is not None else set()
             seen = now
+            if changed:
+                await on_change(changed)
         await anyio.sleep(interval())

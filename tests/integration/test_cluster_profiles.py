@@ -7,10 +7,15 @@ import json
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
 
+from multikueue.clusters.reconciler import PROFILES_LISTING_RETRY, ClusterReconciler
+from multikueue.config import parse_configuration
+from multikueue.kube import core
 from multikueue.kube.client import ApiClient
-from multikueue.kube.resources import CLUSTER_PROFILES, Objects
+from multikueue.kube.resources import CLUSTER_PROFILES, MULTIKUEUE_CLUSTERS, Objects
+from multikueue.runtime.informer import Informer
 from multikueue.testing import TestBed, crds, kueue
 from multikueue.testing.objects import running_status
 from multikueue.testing.profiles import (
@@ -168,3 +173,34 @@ async def test_an_access_plugin_that_fails_is_shown_on_the_cluster(
     })  # fmt: skip
     condition = await h.active("w1", status="False", reason="ClientConnectionFailed")
     assert "no credentials for this cluster" in condition["message"], condition["message"]
+
+
+async def test_a_profile_reached_worker_is_not_judged_before_the_profiles_are_listed(
+    manager_api: ApiClient, namespace: str, tmp_path: Path, plugin: tuple[Path, Path]
+) -> None:
+    """At start (or on a replica taking over) the ClusterProfiles' first list may still be under way: the worker is
+    neither written inactive nor taken as tried (``settled``), only looked at again shortly."""
+    executable, log = plugin
+    config = parse_configuration(f"dispatcher: {{namespace: {namespace}}}\n{access_config(executable, log)}")
+    name = f"{namespace}-early"
+    clusters = Objects(manager_api, MULTIKUEUE_CLUSTERS)
+    await clusters.create({"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "MultiKueueCluster",
+                           "metadata": {"name": name},
+                           "spec": {"clusterSource": {"clusterProfileRef": {"name": "early"}}}})  # fmt: skip
+    try:
+        cache = Informer(clusters.source())
+        profiles = Informer(Objects(manager_api, CLUSTER_PROFILES).source(namespace=namespace))  # not started yet
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(cache.run)
+            with anyio.fail_after(30):
+                await cache.synced.wait()
+            secrets = Informer(core.secret_source(manager_api, namespace))
+            reconciler = ClusterReconciler(config, clusters, cache, secrets, tg, on_connection_change=lambda _: None,
+                                           profiles=profiles)  # fmt: skip
+            result = await reconciler.reconcile(name)
+            assert result.requeue_after == PROFILES_LISTING_RETRY
+            assert not reconciler.settled(name)
+            assert not ((await clusters.get(name) or {}).get("status") or {}).get("conditions")
+            tg.cancel_scope.cancel()
+    finally:
+        await clusters.delete(name)

@@ -234,5 +234,14 @@ async def test_a_refused_renewal_is_told_on_the_multikueuecluster_and_the_connec
         failing = _reconciler(s).renewer.failing
         await wait_until(lambda: failing[s.names["worker1"]].failures >= 2, timeout=30, what="a second try")
         assert len(await _cluster_events(s, "TokenRenewalFailed")) == 1
+        # While renewals fail the token is a person's deadline again: the expiry alert (renewable="false") sees it.
+        assert s.manager is not None
+        metrics = s.manager.metrics
+
+        def renewable() -> set[str]:
+            samples = [x for metric in metrics.credentials_expiry.collect() for x in metric.samples]
+            return {x.labels["renewable"] for x in samples if x.labels["cluster"] == s.names["worker1"]}
+
+        await wait_until(lambda: renewable() == {"false"}, timeout=30, what='renewable="false" while it fails')
     finally:
         await _ungrant(s)

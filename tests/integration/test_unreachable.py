@@ -9,6 +9,7 @@ from typing import Any
 import anyio
 import pytest
 
+from multikueue.kube import events
 from multikueue.kube.client import Timeouts, api_client_from_kubeconfig
 from multikueue.kube.errors import StreamBroken, Unreachable, outcome_unknown
 from multikueue.kube.listwatch import ApiListSource
@@ -105,3 +106,14 @@ async def test_a_watch_cut_mid_body_is_a_broken_stream_and_the_informer_resumes(
         assert informer.connected
         assert len(failed) == 1, failed
         tg.cancel_scope.cancel()
+
+
+async def test_an_event_to_an_unreachable_server_is_not_fatal(testbed: TestBed, tmp_path: Path) -> None:
+    """Events are best effort: one that cannot be sent (no answer, not only an API error) is logged, not raised into
+    the task that reported it (a generation's task group would end)."""
+    kubeconfig = testbed.cluster("worker1").kubeconfig
+    kubeconfig["clusters"][0]["cluster"]["server"] = f"https://127.0.0.1:{free_port()}"
+    about = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default", "uid": "u"}}
+    async with await api_client_from_kubeconfig(kubeconfig, timeout=QUICK, temp_dir=tmp_path) as api:
+        with anyio.fail_after(10):
+            await events.record(api, about, type_="Warning", reason="Test", message="m", component="tests")

@@ -68,15 +68,31 @@ def test_status_refuses_bad_input_in_one_line(
 @pytest.mark.parametrize(
     ("argv", "said"),
     [
-        (["--metrics-bind-address", "8443"], "--metrics-bind-address must be host:port, got '8443'"),
-        (["--health-probe-bind-address", "h:99999"], "--health-probe-bind-address must be host:port, got 'h:99999'"),
+        (["--metrics-bind-address", "8443"], "--metrics-bind-address must be host:port or :port, got '8443'"),
+        (["--health-probe-bind-address", "h:99999"],
+         "--health-probe-bind-address must be host:port or :port, got 'h:99999'"),
+        (["--http-address", "0.0.0.0:8080"], "--http-address is gone: /metrics is served over HTTPS on "
+         "--metrics-bind-address (default 127.0.0.1:8443) and the probes on --health-probe-bind-address"),
     ],
-)
+)  # fmt: skip
 def test_run_refuses_an_address_that_is_not_host_port(
     argv: list[str], said: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     assert main(["run", *argv]) == 2
-    assert capsys.readouterr().err.strip() == f"multikueue: {said}"
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"multikueue: {said}"), err
+    assert len(err.splitlines()) == 1, err
+
+
+@pytest.mark.parametrize(
+    ("value", "address"),
+    [("127.0.0.1:8443", ("127.0.0.1", 8443)), (":8443", ("0.0.0.0", 8443)), ("[::1]:8081", ("::1", 8081)),
+     ("0", None), ("", None)],
+)  # fmt: skip
+def test_addresses_as_controller_runtime_reads_them(value: str, address: tuple[str, int] | None) -> None:
+    from multikueue.cli import _address
+
+    assert _address("--metrics-bind-address", value) == address
 
 
 def test_metrics_are_secure_unless_told_false_as_go_flags_are_written() -> None:

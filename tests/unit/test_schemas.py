@@ -65,3 +65,37 @@ def test_keeps(schema: dict[str, Any], path: str, kept: bool) -> None:
 )  # fmt: skip
 def test_field_names(path: str, names: list[str] | None) -> None:
     assert field_names(path) == names
+
+
+def test_changed_group_versions_include_one_that_comes_back() -> None:
+    from multikueue.kube.openapi import changed_paths
+
+    gone: set[str] = set()
+    seen = {"apis/a/v1": "/openapi/v3/apis/a/v1?hash=1", "apis/b/v1": "/openapi/v3/apis/b/v1?hash=1"}
+    assert changed_paths(seen, {**seen, "apis/a/v1": "/openapi/v3/apis/a/v1?hash=2"}, gone) == {"apis/a/v1"}
+    assert changed_paths(seen, {"apis/b/v1": seen["apis/b/v1"]}, gone) == set()  # a's CRD deleted
+    assert gone == {"apis/a/v1"}
+    back = {"apis/a/v1": "/openapi/v3/apis/a/v1?hash=1", "apis/b/v1": seen["apis/b/v1"]}  # created again, same hash
+    assert changed_paths({"apis/b/v1": seen["apis/b/v1"]}, back, gone) == {"apis/a/v1"}
+    assert gone == set()
+    assert changed_paths(back, {**back, "apis/c/v1": "x"}, gone) == set()  # a new group version: nothing to heal
+
+
+def test_managed_by_problems_name_the_kind_and_the_path() -> None:
+    from multikueue.config import GroupVersionKind, parse_configuration
+    from multikueue.kube.openapi import KindSchema
+    from multikueue.manager_schemas import managed_by_problems
+
+    config = parse_configuration(
+        "multiKueue: {externalFrameworks: [{name: PyTorchJob.v1.kubeflow.org},\n"
+        "                                  {name: Workflow.v1alpha1.argoproj.io}]}\n"
+        "dispatcher: {adapters: [{name: PyTorchJob.v1.kubeflow.org, managedByPath: .spec.runPolicy.managedBy}]}\n"
+    )
+    schemas = {
+        GroupVersionKind("kubeflow.org", "v1", "PyTorchJob"): KindSchema(PYTORCHJOB_181, COMPONENTS),
+        GroupVersionKind("argoproj.io", "v1alpha1", "Workflow"): KindSchema(ARGO_MINIMAL, COMPONENTS),
+    }
+    (problem,) = managed_by_problems(config, schemas)
+    assert problem.startswith("PyTorchJob: the manager's PyTorchJob schema has no field at managedByPath "
+                              ".spec.runPolicy.managedBy")  # fmt: skip
+    assert KindSchema(PYTORCHJOB_181, COMPONENTS).digest != KindSchema(ARGO_MINIMAL, COMPONENTS).digest
