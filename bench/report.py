@@ -271,7 +271,9 @@ def plot_side_by_side(results: list[Result], axes: Any) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__.split("\n\n")[0])
     parser.add_argument("--results", type=Path, default=RESULTS, help="the results' directory (bench/results)")
-    directory = parser.parse_args(argv).results
+    parser.add_argument("--no-plot", action="store_true", help="the tables only (no matplotlib needed)")
+    args = parser.parse_args(argv)
+    directory = args.results
     results = load(directory=directory)
     if not results:
         print(f"no results in {directory}; run python -m bench.run first", file=sys.stderr)
@@ -284,9 +286,10 @@ def main(argv: list[str] | None = None) -> int:
     limits = load("ceiling", directory)
     tail += f"\n## The machine's ceiling (generated)\n\n{ceilings(limits)}\n" if limits else ""
     readme.write_text(f"{intro}<!-- table -->\n{text}\n{tail}")
-    plot(results, directory / "plot.png")
+    if not args.no_plot:
+        plot(results, directory / "plot.png")
     print(text)
-    print(f"\nwrote {readme} and {directory / 'plot.png'}", file=sys.stderr)
+    print(f"\nwrote {readme}{'' if args.no_plot else ' and ' + str(directory / 'plot.png')}", file=sys.stderr)
     return 0
 
 

@@ -197,13 +197,13 @@ def test_report_table_labels_the_fixed_kueue_and_shows_cpu_per_thousand_runs() -
     assert lines[3].split(" | ")[column] == "70.0"
 
 
-def test_report_writes_its_table_and_plot_into_the_directory_given(tmp_path: Path) -> None:
-    pytest.importorskip("matplotlib")
+def test_report_writes_its_tables_into_the_directory_given(tmp_path: Path) -> None:
+    # The plot (matplotlib, the bench's extra) is drawn by `make bench`; `make test` installs no bench extras.
     import json
 
     for i, r in enumerate([_result("multikueue", session="S", rate=10.0, cpu=3.0, lag=0.25),
                            _result("kueue", session="S", rate=1.0, cpu=20.0, lag=25.0)]):  # fmt: skip
         (tmp_path / f"r{i}.json").write_text(json.dumps(r))
-    assert report.main(["--results", str(tmp_path)]) == 0
+    assert report.main(["--results", str(tmp_path), "--no-plot"]) == 0
     assert "## Side by side with Kueue (generated)" in (tmp_path / "README.md").read_text()
-    assert (tmp_path / "plot.png").stat().st_size > 0
+    assert not (tmp_path / "plot.png").exists()
