@@ -340,7 +340,8 @@ async def test_the_helm_chart_installs_dispatches_and_uninstalls_leaving_nothing
     namespaced = ["deployment/multikueue-controller", "configmap/multikueue-config", "service/multikueue-metrics",
                   "serviceaccount/multikueue-controller", "role/multikueue-controller",
                   "rolebinding/multikueue-controller"]  # fmt: skip
-    cluster_wide = ["clusterrole/multikueue-controller", "clusterrolebinding/multikueue-controller"]
+    cluster_wide = ["clusterrole/multikueue-controller", "clusterrolebinding/multikueue-controller",
+                    "clusterrole/multikueue-metrics-reader"]  # fmt: skip
 
     async def run(*argv: str, timeout: float = 360) -> str:
         with anyio.fail_after(timeout):
