@@ -206,6 +206,25 @@ def _jobset_crd(*, manager: bool, group: str = SKEWED_GROUP) -> dict[str, Any]:
     return crd
 
 
+async def _skewed_jobset_placed(s: Scenario, group: str, name: str) -> tuple[Resource, str]:
+    """JobSet under ``group``, older on the manager than on the workers, watched from the dispatcher's start; one
+    created on the manager and copied to the worker it is placed on. The resource and that worker."""
+    await crds.install_crds(s.api["manager"], [_jobset_crd(manager=True, group=group)])
+    for worker in ("worker1", "worker2"):
+        await crds.install_crds(s.api[worker], [_jobset_crd(manager=False, group=group)])
+    assert s.stop_manager is not None
+    s.stop_manager()
+    await s.start_manager()  # the kind is watched from start
+    jobsets = Resource(group, "v1alpha2", "jobsets", "JobSet")
+    body = {"apiVersion": f"{group}/v1alpha2", "kind": "JobSet", "metadata": {"name": name},
+            "spec": {"managedBy": kueue.MANAGED_BY, "replicatedJobs": []}}  # fmt: skip
+    await s.objects("manager", jobsets).create(body, s.namespace)
+    placed = await s.wait(s.objects("manager", jobsets), name, lambda o: WORKER in _notes(o), "placed")
+    worker = next(w for w in ("worker1", "worker2") if s.names[w] == _notes(placed)[WORKER])
+    await s.wait(s.objects(worker, jobsets), name, lambda o: o is not None, "the copy")
+    return jobsets, worker
+
+
 SKEWED = f"""
 multiKueue:
   gcInterval: 2s
@@ -222,19 +241,7 @@ dispatcher:
 @pytest.mark.parametrize("multikueue_config", [SKEWED])
 async def test_status_fields_the_manager_schema_drops_are_told_once_and_not_rewritten(scenario: Scenario) -> None:
     s = scenario
-    await crds.install_crds(s.api["manager"], [_jobset_crd(manager=True)])
-    for worker in ("worker1", "worker2"):
-        await crds.install_crds(s.api[worker], [_jobset_crd(manager=False)])
-    assert s.stop_manager is not None
-    s.stop_manager()
-    await s.start_manager()  # the kind is watched from start
-    jobsets = Resource(SKEWED_GROUP, "v1alpha2", "jobsets", "JobSet")
-    body = {"apiVersion": f"{SKEWED_GROUP}/v1alpha2", "kind": "JobSet", "metadata": {"name": "skewed"},
-            "spec": {"managedBy": kueue.MANAGED_BY, "replicatedJobs": []}}  # fmt: skip
-    await s.objects("manager", jobsets).create(body, s.namespace)
-    placed = await s.wait(s.objects("manager", jobsets), "skewed", lambda o: WORKER in _notes(o), "placed")
-    worker = next(w for w in ("worker1", "worker2") if s.names[w] == _notes(placed)[WORKER])
-    await s.wait(s.objects(worker, jobsets), "skewed", lambda o: o is not None, "the copy")
+    jobsets, worker = await _skewed_jobset_placed(s, SKEWED_GROUP, "skewed")
     for ready in range(1, 4):
         status = {"replicatedJobsStatus": [{"name": "w", "ready": ready, "succeeded": 0, "failed": 0, "active": 2,
                                             "suspended": 0}]}  # fmt: skip
@@ -275,19 +282,7 @@ async def test_status_fields_once_dropped_are_mirrored_once_the_manager_crd_is_u
     it named reach the manager object without a restart (the kind's published schema changed)."""
     monkeypatch.setattr(openapi, "RECHECK_SECONDS", 1.0)
     s = scenario
-    await crds.install_crds(s.api["manager"], [_jobset_crd(manager=True, group=HEALED_GROUP)])
-    for worker in ("worker1", "worker2"):
-        await crds.install_crds(s.api[worker], [_jobset_crd(manager=False, group=HEALED_GROUP)])
-    assert s.stop_manager is not None
-    s.stop_manager()
-    await s.start_manager()
-    jobsets = Resource(HEALED_GROUP, "v1alpha2", "jobsets", "JobSet")
-    body = {"apiVersion": f"{HEALED_GROUP}/v1alpha2", "kind": "JobSet", "metadata": {"name": "healed"},
-            "spec": {"managedBy": kueue.MANAGED_BY, "replicatedJobs": []}}  # fmt: skip
-    await s.objects("manager", jobsets).create(body, s.namespace)
-    placed = await s.wait(s.objects("manager", jobsets), "healed", lambda o: WORKER in _notes(o), "placed")
-    worker = next(w for w in ("worker1", "worker2") if s.names[w] == _notes(placed)[WORKER])
-    await s.wait(s.objects(worker, jobsets), "healed", lambda o: o is not None, "the copy")
+    jobsets, worker = await _skewed_jobset_placed(s, HEALED_GROUP, "healed")
     status = {"replicatedJobsStatus": [{"name": "w", "ready": 1, "succeeded": 0, "failed": 0, "active": 2,
                                         "suspended": 0}]}  # fmt: skip
     await s.objects(worker, jobsets).patch_status("healed", {"status": status}, s.namespace)
