@@ -17,10 +17,14 @@ async def published_kinds(
     api: ApiClient, gvks: Iterable[GroupVersionKind]
 ) -> dict[GroupVersionKind, openapi.KindSchema]:
     """The manager's published schema of each kind that has one now (not published yet, or unreadable: left out)."""
-    found = {}
+    found: dict[GroupVersionKind, openapi.KindSchema] = {}
+    try:
+        index = await openapi.published(api)  # once for every kind
+    except KubeError:
+        return found
     for gvk in gvks:
         try:
-            schema = await openapi.kind_schema(api, gvk.group, gvk.version, gvk.kind)
+            schema = await openapi.kind_schema(api, gvk.group, gvk.version, gvk.kind, index=index)
         except KubeError:
             continue
         if schema is not None:

@@ -15,10 +15,10 @@ from typing import Any
 
 from multikueue.clusters.kubeconfig import KubeconfigRejected, is_valid_host
 from multikueue.config import ClusterProfileAccessProvider
+from multikueue.kube.kubeconfig import EXEC_EXTENSION
 
 BAD_CLUSTER_PROFILE = "BadClusterProfile"
 BAD_REST_CONFIG = "BadRestConfig"
-EXEC_EXTENSION = "client.authentication.k8s.io/exec"
 
 Object = dict[str, Any]
 

@@ -50,9 +50,12 @@ class KindSchema:
         return hashlib.sha256(json.dumps(self.schema, sort_keys=True).encode()).hexdigest()
 
 
-async def kind_schema(api: ApiClient, group: str, version: str, kind: str) -> KindSchema | None:
-    """The published schema of ``kind``; ``None`` when the group version or the kind is not published (yet)."""
-    url = (await published(api)).get(group_version_path(group, version))
+async def kind_schema(
+    api: ApiClient, group: str, version: str, kind: str, *, index: dict[str, str] | None = None
+) -> KindSchema | None:
+    """The published schema of ``kind``; ``None`` when the group version or the kind is not published (yet).
+    ``index``: ``published``'s answer, when the caller already has it (one read for several kinds)."""
+    url = (index if index is not None else await published(api)).get(group_version_path(group, version))
     if not url:
         return None
     document = await api.request("GET", url)

@@ -12,11 +12,11 @@ from typing import Any
 
 from multikueue.kube.client import ApiClient
 from multikueue.kube.errors import Conflict
+from multikueue.kube.kubeconfig import EXEC_EXTENSION
 from multikueue.kube.resources import CLUSTER_PROFILES, Objects
 from multikueue.testing.testbed import Cluster
 
 PLUGIN_API_VERSION = "client.authentication.k8s.io/v1"
-EXEC_EXTENSION = "client.authentication.k8s.io/exec"
 
 # The plugin: logs what it was given (the ExecCredential request in KUBERNETES_EXEC_INFO), then answers with the
 # credential in the file its cluster's exec extension names, or, without cluster info, the one $CREDENTIALS names.
