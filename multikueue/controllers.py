@@ -222,10 +222,14 @@ class Controllers:
         self.metrics.config_valid.set(0)
         log.error("invalid configuration ignored; keeping the running one", error=problem)
         if self._config_map is not None:
-            obj = {**self._config_map, "apiVersion": "v1", "kind": "ConfigMap"}
-            message = f"{problem} (the running configuration is kept)"
-            await events.record(self.api, obj, type_="Warning", reason="InvalidConfiguration", message=message,
-                                component=self.config.dispatcher.controller_name)  # fmt: skip
+            await self._config_event(self._config_map, "InvalidConfiguration",
+                                     f"{problem} (the running configuration is kept)")  # fmt: skip
+
+    async def _config_event(self, config_map: Object, reason: str, message: str) -> None:
+        """A Warning Event on the configuration's ConfigMap, where whoever edits it looks."""
+        obj = {**config_map, "apiVersion": "v1", "kind": "ConfigMap"}
+        await events.record(self.api, obj, type_="Warning", reason=reason, message=message,
+                            component=self.config.dispatcher.controller_name)  # fmt: skip
 
     async def _watch_config(self, task_group: anyio.abc.TaskGroup) -> None:
         source = self.config_source
@@ -248,12 +252,8 @@ class Controllers:
                 self.metrics.config_reloads.labels("invalid").inc()
                 self.metrics.config_valid.set(0)
                 log.error("invalid configuration ignored; keeping the running one", error=str(e))
-                obj = {**config_map, "apiVersion": "v1", "kind": "ConfigMap"}
-                record = functools.partial(
-                    events.record, self.api, obj, type_="Warning", reason="InvalidConfiguration",
-                    message=f"{e} (the running configuration is kept)",
-                    component=self.config.dispatcher.controller_name,
-                )  # fmt: skip
+                record = functools.partial(self._config_event, config_map, "InvalidConfiguration",
+                                           f"{e} (the running configuration is kept)")  # fmt: skip
                 task_group.start_soon(record)
                 return
             self.metrics.config_valid.set(1)
@@ -489,9 +489,7 @@ class Controllers:
                     self._config_map = await core.read_config_map(self.api, self.config_source.namespace,
                                                                   self.config_source.name)  # fmt: skip
             if self._config_map is not None:
-                obj = {**self._config_map, "apiVersion": "v1", "kind": "ConfigMap"}
-                await events.record(self.api, obj, type_="Warning", reason="ManagedByPathPruned", message=problem,
-                                    component=self.config.dispatcher.controller_name)  # fmt: skip
+                await self._config_event(self._config_map, "ManagedByPathPruned", problem)
 
     def _on_worker_change(self, cluster: str, key: ObjectKey) -> None:
         """Bursts from workers coalesce over the batch period."""
