@@ -290,7 +290,10 @@ async def test_a_kind_that_cannot_hold_conditions_keeps_its_record_and_says_each
 
     # The record is the manager's own: the copy (once placed) never carries it.
     await s.label("worker1", pool="none")
-    placed = await s.wait(manager, names[0], lambda o: notes(o).get(PHASE) == "Placed", "placed on worker1")
+    # The placement (worker, phase) is written first, its record in a write of its own right after.
+    placed = await s.wait(manager, names[0], lambda o: notes(o).get(PHASE) == "Placed"
+                          and json.loads(notes(o).get(RECORD) or "{}").get("reason") == "Placed",
+                          "placed on worker1, and recorded")  # fmt: skip
     assert json.loads(notes(placed)[RECORD])["reason"] == "Placed"
     copy = await s.wait(s.objects("worker1", kind.resource), names[0], lambda o: o is not None, "the copy")
     assert RECORD not in notes(copy)
