@@ -92,6 +92,13 @@ class Worker:
         """Monotonic time its copy's latest change was seen (for the status-sync lag)."""
         return self._connection.observed.get((kind, key.namespace, key.name))
 
+    def remember_created(self, gvk: GroupVersionKind | None, obj: Object) -> None:
+        """A copy (``gvk`` ``None``: a Workload copy) this process just created: read as cached until its watch
+        event comes, so the next pass does not create it again."""
+        informer = self._connection.workloads if gvk is None else self._connection.objects.get(gvk)
+        if informer is not None:
+            informer.remember_created(obj)
+
     # ----------------------------------------------------------------------------------------- writers
 
     def objects(self, gvk: GroupVersionKind) -> Objects:

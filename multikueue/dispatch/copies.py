@@ -31,7 +31,7 @@ async def create(worker: Worker, gvk: GroupVersionKind, body: Object) -> tuple[b
     key = ObjectKey.of(body)
     objects = worker.objects(gvk)
     try:
-        await objects.create(body, key.namespace)
+        worker.remember_created(gvk, await objects.create(body, key.namespace))
     except Conflict:
         return False, await objects.get(key.name, key.namespace)  # not cached yet, or not ours
     except WRITE_FAILURES as e:

@@ -406,12 +406,13 @@ class WorkloadReconciler:
         """Create the Workload's copy on a worker (one already there from an earlier pass is fine)."""
         key = ObjectKey.of(workload)
         try:
-            await worker.workload_objects().create(wl.clone_for_create(workload, self.origin), key.namespace)
+            created = await worker.workload_objects().create(wl.clone_for_create(workload, self.origin), key.namespace)
         except Conflict:
             pass  # already there: a previous pass created it
         except copies.WRITE_FAILURES as e:
             raise WorkerWriteFailed(cluster, "create", "Workload", key.namespace, key.name, e) from None
         else:
+            worker.remember_created(None, created)
             if self.metrics is not None:
                 self.metrics.workloads_dispatched.labels(_cluster_queue(workload), cluster).inc()
         log.info("workload copied to worker", cluster=cluster, workload=str(key))

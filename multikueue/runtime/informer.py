@@ -28,6 +28,9 @@ Object = dict[str, Any]
 log = structlog.get_logger(__name__)
 
 ADDED, MODIFIED, DELETED = "ADDED", "MODIFIED", "DELETED"
+CREATED_SECONDS = 30.0
+"""How long an object this process created is read as cached while its watch event has not come."""
+CREATED_SWEEP = 1024
 
 
 @dataclass(frozen=True, order=True)
@@ -119,9 +122,13 @@ class Informer:
         self.relists = 0
         self.failures = 0
         self._wake = anyio.Event()
+        self._created: dict[ObjectKey, tuple[Object, float]] = {}  # created here, its watch event not yet in
 
     def get(self, key: ObjectKey) -> Object | None:
-        return self.store.get(key)
+        obj = self.store.get(key)
+        if obj is None and self._created:
+            return self._just_created(key)
+        return obj
 
     def items(self) -> list[Object]:
         return list(self.store.values())
@@ -212,6 +219,7 @@ class Informer:
             if not continue_token:
                 break
         previous, self.store = self.store, items
+        self._created.clear()  # the list is the truth now (a create it missed is found by its 409 at worst)
         self._reindex()
         self.resource_version = resource_version
         self.relists += 1
@@ -262,8 +270,31 @@ class Informer:
             return
         self._put(key, self._trimmed(obj))
 
+    def remember_created(self, obj: Object, *, seconds: float = CREATED_SECONDS) -> None:
+        """Read an object this process just created as cached until the watch delivers it (client-go's
+        MutationCache layers a controller's own writes over its informer the same way). Without it, the next pass
+        (often started by another event before this one's) finds no object and creates it again, to be answered
+        409 and read back: one create and one read more per object. Kept ``seconds`` at most, so an object
+        whose deletion the watch delivered before this call does not linger; any event for it, or a relist, ends
+        the assumption."""
+        key, now = ObjectKey.of(obj), time.monotonic()
+        if len(self._created) >= CREATED_SWEEP:  # events that never came (a watch down meanwhile): bounded
+            self._created = {k: v for k, v in self._created.items() if v[1] >= now}
+        if key not in self.store:
+            self._created[key] = (self._trimmed(obj), now + seconds)
+
+    def _just_created(self, key: ObjectKey) -> Object | None:
+        entry = self._created.get(key)
+        if entry is None:
+            return None
+        if time.monotonic() > entry[1]:
+            del self._created[key]
+            return None
+        return entry[0]
+
     def _put(self, key: ObjectKey, obj: Object | None) -> None:
         """Store (or, with ``None``, drop) one object, keeping the indexes in step."""
+        self._created.pop(key, None)  # the watch has its own word on it now
         old = self.store.pop(key, None) if obj is None else self.store.get(key)
         for name, values in self._index_functions.items():
             index = self._indexes[name]

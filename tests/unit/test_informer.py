@@ -201,6 +201,29 @@ async def test_a_remembered_write_never_regresses_the_cache_nor_brings_back_the_
     assert current["metadata"]["resourceVersion"] == "7"
 
 
+async def test_a_created_object_reads_as_cached_until_its_watch_event_or_a_relist_or_its_time_is_up() -> None:
+    source = ScriptedSource(
+        [page([], 1), page([obj("a", 3)], 9)],
+        [[{"type": "ADDED", "object": obj("a", 3)}, {"type": "DELETED", "object": obj("b", 4)}], [Gone(status=410)]],
+    )
+    informer = Informer(source, backoff=Backoff(base=0.001, cap=0.001))
+    informer.remember_created(obj("a", 2))  # our create's answer; the watch's event follows
+    informer.remember_created(obj("b", 2))
+    informer.remember_created(obj("c", 2))
+    informer.remember_created(obj("d", 2), seconds=0)  # its time is up at once
+    assert [informer.get(ObjectKey("ns", n)) is not None for n in "abcd"] == [True, True, True, False]
+    assert informer.items() == []  # a listing shows only what the server said
+    await run_until_idle(informer, source)
+    current = informer.get(ObjectKey("ns", "a"))
+    assert current is not None
+    assert current["metadata"]["resourceVersion"] == "3"  # the event's, not ours
+    assert informer.get(ObjectKey("ns", "b")) is None  # its deletion ends the assumption
+    assert informer.get(ObjectKey("ns", "c")) is None  # the relist (after 410) is the truth
+    informer.remember_created(obj("e", 12))
+    informer.remember_created(obj("e", 13), seconds=0)  # a later answer for the same name replaces the first
+    assert informer.get(ObjectKey("ns", "e")) is None
+
+
 async def test_the_cache_keeps_what_the_transform_makes_of_listed_watched_and_remembered_objects() -> None:
     def with_spec(name: str, rv: int) -> dict[str, Any]:
         return {**obj(name, rv), "spec": {"big": name * 100}}
