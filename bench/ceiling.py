@@ -3,6 +3,7 @@ load generator that cannot be the bottleneck, on the same bed as the benchmark.
 
     python -m bench.ceiling --mix bench/results/kueue-w3-n1000-backlog.json
     python -m bench.ceiling --mix bench/results/direct-w3-n1000.json
+    python -m bench.ceiling --mix bench/results/direct-w3-n1000.json --minimal
 
 ``--mix`` is a benchmark result (``python -m bench.run``): its ``dispatch_phase_requests`` are what the dispatcher
 asked of each cluster until every object was on its worker, as the apiservers' audit logs count them, by verb and
@@ -13,7 +14,9 @@ adapter's own functions), plus, in Kueue mode, the bench's admission of each cop
 dispatcher and the bench hold during a run are held open meanwhile. ``bench/ceiling/main.go`` (Go's net/http:
 HTTP/2, one connection per cluster, built here from the standard library and cached by source hash) replays the
 plan with ``--concurrency`` objects side by side. The rate it sustains is the ceiling; the result records the
-dispatcher's own drain rate from ``--mix`` and the fraction. This is a benchmark: nothing is asserted.
+dispatcher's own drain rate from ``--mix`` and the fraction. With ``--minimal`` the plan is the minimal mix of the
+result's mode, W and N instead (``bench/mix.py``: what MultiKueue's model needs, whoever dispatches), so the fraction
+is of what the machine could do for a dispatcher that sent nothing more. This is a benchmark: nothing is asserted.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import anyio
 from kubernetes_asyncio import client as k8s_client
 
 from bench import audit, cores
+from bench import mix as mixes
 from bench.run import NAMESPACE, PIPELINERUNS, RESULTS, ROOT, say
 from multikueue.config import GroupVersionKind, parse_configuration
 from multikueue.dispatch.adapter import GenericAdapter
@@ -249,6 +253,11 @@ async def prepare(bed: TestBed, mix: Object, n: int, directory: Path) -> tuple[O
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.ceiling", description=__doc__.split("\n\n")[0])
     parser.add_argument("--mix", type=Path, required=True, help="a bench result with dispatch_phase_requests")
+    parser.add_argument(
+        "--minimal",
+        action="store_true",
+        help="replay the minimal mix (bench/mix.py) for the result's mode, W and N instead of its own",
+    )
     parser.add_argument("--concurrency", type=int, default=64, help="objects replayed side by side")
     parser.add_argument("--out", type=Path, help="JSON result (default bench/results/ceiling-<mix name>)")
     args = parser.parse_args(argv)
@@ -258,8 +267,11 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--mix {args.mix}: {e}")
     if not mix.get("dispatch_phase_requests"):
         parser.error(f"--mix {args.mix}: no dispatch_phase_requests (made before they were recorded: run it again)")
-    replayer = binary()
     n = int(mix["objects"])
+    measured = mix["dispatch_phase_requests"]
+    if args.minimal:  # the requests MultiKueue's model needs, whoever dispatches; the run's drain rate is kept
+        mix = {**mix, "dispatch_phase_requests": mixes.minimal_mix(mix["mode"], mix["workers"], n)}
+    replayer = binary()
     clusters = ("manager", *(f"worker{i + 1}" for i in range(mix["workers"])))
     users = [audit.user(NAMESPACE, "bench-dispatcher")]
     split = bool(mix.get("split_cores"))  # the servers on the core they had in the measured run
@@ -286,8 +298,13 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     replayed = json.loads(done.stdout)
     drain = mix["dispatch_throughput_per_s"]
+    minimal = mixes.minimal_mix(mix["mode"], mix["workers"], n)
     result = {
         "mix": args.mix.name,
+        "replayed_mix": "minimal" if args.minimal else "own",
+        "requests_per_run_own_mix": mixes.per_run(measured) / n,
+        "requests_per_run_minimal_mix": mixes.per_run(minimal) / n,
+        "overhead_requests": mixes.overhead(measured, minimal),
         "mode": mix["mode"], "workers": mix["workers"], "objects": n, "backlog": mix.get("backlog", False),
         "split_cores": split,
         "ceiling_objects_per_s": replayed["objects_per_s"],
@@ -298,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         "replay": replayed,
         "machine": {"cpus": os.cpu_count()},
     }  # fmt: skip
-    out = args.out or RESULTS / f"ceiling-{args.mix.stem}.json"
+    out = args.out or RESULTS / f"ceiling-{args.mix.stem}{'-minimal' if args.minimal else ''}.json"
     out.write_text(json.dumps(result, indent=2) + "\n")
     say(f"ceiling {replayed['objects_per_s']:.1f} objects/s ({replayed['requests_per_s']:.0f} requests/s); "
         f"the dispatcher drained {drain:.1f}/s = {result['fraction_of_ceiling']:.2f} of it; wrote {out}")  # fmt: skip

@@ -65,14 +65,21 @@ def load(kind: str = "run", directory: Path = RESULTS) -> list[Result]:
 
 
 def ceilings(results: list[dict[str, Any]]) -> str:
-    rows = ["| mode | W | N | ceiling objects/s (requests/s) | dispatcher drain /s | fraction | requests/object |",
-            "|---|---|---|---|---|---|---|"]  # fmt: skip
+    rows = ["| mode | W | N | mix replayed (requests/run) | ceiling objects/s (requests/s) | dispatcher drain /s "
+            "| fraction |", "|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in results:
         replay = r["replay"]
         rows.append(f"| {row_label(r)} | {r['workers']} | {r['objects']} "
+                    f"| {r.get('replayed_mix', 'own')} ({r['requests_per_object_replayed']:.2f}) "
                     f"| {r['ceiling_objects_per_s']:.1f} ({replay['requests_per_s']:.0f}) "
-                    f"| {r['dispatcher_objects_per_s']:.1f} | {r['fraction_of_ceiling']:.2f} "
-                    f"| {r['requests_per_object_replayed']:.2f} |")  # fmt: skip
+                    f"| {r['dispatcher_objects_per_s']:.1f} | {r['fraction_of_ceiling']:.2f} |")  # fmt: skip
+    overheads = [r for r in results if r.get("replayed_mix") == "minimal"]
+    for r in overheads:
+        extra = "; ".join(f"{cluster}: " + ", ".join(f"{k} {v / r['objects']:.2f}" for k, v in sorted(counts.items()))
+                          for cluster, counts in r["overhead_requests"].items())  # fmt: skip
+        rows.append(f"\n{row_label(r)}, W = {r['workers']}, from {r['mix']}: "
+                    f"{r['requests_per_run_own_mix']:.2f} requests per run against a minimal "
+                    f"{r['requests_per_run_minimal_mix']:.2f}; beyond it, per run: {extra or 'nothing'}.")  # fmt: skip
     return "\n".join(rows)
 
 
