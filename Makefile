@@ -5,12 +5,12 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test bench bench-all lint typecheck pytest e2e interop e2e-images docker-engine binaries clean kind-up kind-down e2e-kind
+.PHONY: run test soak soak-short bench bench-all lint typecheck pytest e2e interop e2e-images docker-engine binaries clean kind-up kind-down e2e-kind
 
 run: $(VENV)/.installed binaries
 	$(BIN)/multikueue demo
 
-test: lint typecheck binaries pytest e2e
+test: lint typecheck binaries pytest e2e soak-short
 
 lint: $(VENV)/.installed
 	@echo "==> ruff"
@@ -46,6 +46,18 @@ e2e: $(VENV)/.installed binaries
 		echo "==> e2e on $$provider"; \
 		MULTIKUEUE_E2E_PROVIDER=$$provider $(BIN)/pytest e2e --ignore=e2e/interop -o timeout=900 --durations=5 || exit 1; \
 	done
+
+# The fault soak (bench/README.md): SOAK_ARGS for other shapes, e.g. SOAK_ARGS="--mode direct --workers 5 --rate 10
+# --duration 3600 --fault-interval 30". Writes bench/results/soak-*.json, its page (.md) and timeline plot (.png).
+SOAK_ARGS ?= --mode kueue --workers 3 --rate 5 --duration 600 --fault-interval 20
+soak: $(VENV)/.installed binaries
+	$(BIN)/pip install --quiet -e '.[test,bench]'
+	$(BIN)/python -m bench.soak --report $(SOAK_ARGS)
+
+# Three minutes of the soak, every fault in turn; fails when an invariant breaks (part of `make test`).
+soak-short: $(VENV)/.installed binaries
+	@echo "==> a 3-minute fault soak (Kueue mode, 2 replicas, every fault in turn; bench/README.md)"
+	$(BIN)/python -m bench.soak --duration 180 --rate 4 --fault-interval 10 --check --out build/soak-short.json
 
 # The interop profile (e2e/interop, #9): real Kueue, Tekton, kwok, kube-controller-manager and kube-scheduler, built
 # from their Go modules (cached; ~20 min cold) and run on a bed of their own.

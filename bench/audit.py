@@ -103,3 +103,24 @@ def _resource(event: dict[str, Any]) -> str:
     if not ref.get("resource"):
         return str(event.get("requestURI", "")).split("?", 1)[0]
     return str(ref["resource"]) + (f"/{ref['subresource']}" if ref.get("subresource") else "")
+
+
+def creates_by_name(cluster: Cluster, user: str, resource: str) -> dict[str, int]:
+    """Successful creates of ``resource`` by ``user`` on ``cluster``, by object name, over the whole audit log."""
+    path = cluster.directory / LOG
+    created: dict[str, int] = {}
+    if not path.exists():
+        return created
+    with path.open("rb") as log:
+        for line in log:
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            ref = event.get("objectRef") or {}
+            code = (event.get("responseStatus") or {}).get("code", 0)
+            if (event.get("verb") == "create" and ref.get("resource") == resource and not ref.get("subresource")
+                    and event["user"]["username"] == user and 200 <= code < 300):  # fmt: skip
+                name = ref.get("name") or "?"
+                created[name] = created.get(name, 0) + 1
+    return created

@@ -37,20 +37,27 @@ class Dispatcher:
     def __init__(
         self,
         kubeconfig: Path,
-        config: str,
+        config: str | None,
         workdir: Path,
         *,
         traced: Path | None = None,
         source: Path | None = None,
         interpreter: str | None = None,
+        extra: tuple[str, ...] = (),
+        identity: str = "",
     ) -> None:
         self.port = free_port()
-        (workdir / "config.yaml").write_text(config)
+        self.identity = identity  # its leader-election identity, when it runs as one of several replicas
+        source_args: tuple[str, ...] = ()  # no file: the configuration's ConfigMap, reloaded on change as deployed
+        if config is not None:
+            (workdir / "config.yaml").write_text(config)
+            source_args = ("--config-file", str(workdir / "config.yaml"))
         self.argv = run_argv(
             kubeconfig,
-            *("--config-file", str(workdir / "config.yaml")),
+            *source_args,
             *_plain_metrics((source or ROOT).resolve(), self.port),
             *("--log-format", "json", "--log-level", "warning"),
+            *extra,
         )
         self.argv[0] = interpreter or self.argv[0]
         self.traced = traced

@@ -289,6 +289,17 @@ class TestBed:
         if wait:
             self._wait_ready([self.cluster(name)])
 
+    def pause_etcd(self) -> None:
+        """SIGSTOP etcd: every cluster's writes and watches stall at once (a storage outage)."""
+        if self.etcd is None or not self.etcd.running:
+            raise TestBedError("etcd is not running: no pause")
+        self.etcd.signal(signal.SIGSTOP)
+
+    def resume_etcd(self) -> None:
+        """SIGCONT etcd (harmless when it was not paused)."""
+        if self.etcd is not None:
+            self.etcd.signal(signal.SIGCONT)
+
     def compact_etcd(self) -> int:
         """Compact etcd's history up to the current revision (what kube-apiserver does every 5 minutes).
 

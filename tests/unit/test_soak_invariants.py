@@ -1,0 +1,59 @@
+"""The soak's checker (bench/invariants.py): silent on a run that kept the promise, and loud on each way of breaking
+it — a deliberately broken record per invariant, as a broken build would leave it."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import pytest
+
+from bench.invariants import INVARIANTS, Observed, check, summary
+
+
+def healthy(name: str = "run-00001") -> Observed:
+    return Observed(name, decided=("True", "Succeeded"), worker_decided="bench-worker1",
+                    finals=[("True", "Succeeded")], lives={"bench-worker1": [(10.0, 20.0)]},
+                    creates={"bench-worker1": 1}, recorded="bench-worker1")  # fmt: skip
+
+
+def test_a_run_that_kept_the_promise_breaks_nothing() -> None:
+    assert check([healthy(), healthy("run-00002")]) == []
+    assert summary([]) == dict.fromkeys(INVARIANTS, 0)
+
+
+BROKEN: dict[str, list[dict[str, Any]]] = {
+    "finished exactly once as decided": [
+        {"finals": [("True", "Succeeded"), ("False", "Failed")]},  # finished twice, differently
+        {"finals": []},  # never finished on the manager
+        {"finals": [("False", "Failed")]},  # not what the worker decided
+        {"decided": None, "worker_decided": "", "finals": []},  # never ran
+        {"lost_cancel": True},  # its user's cancel never reached the worker
+    ],
+    "never on two workers at once": [
+        {"lives": {"bench-worker1": [(10.0, 20.0)], "bench-worker2": [(15.0, 30.0)]}},
+        {"lives": {"bench-worker1": [(10.0, 20.0)], "bench-worker2": [(19.0, None)]}},
+    ],
+    "never created twice": [
+        {"creates": {"bench-worker1": 2}},
+        {"creates": {"bench-worker1": 1, "bench-worker2": 1}},
+        {"creates": {}},  # the audit logs lost it: the invariant cannot be said to hold
+    ],
+    "nothing left behind": [{"lives": {"bench-worker1": [(10.0, None)]}}, {"workload_copies_left": ("bench-worker3",)}],
+    "placement recorded": [{"recorded": ""}, {"recorded": "bench-worker2"}],
+}
+
+
+@pytest.mark.parametrize(("invariant", "change"), [(i, c) for i, changes in BROKEN.items() for c in changes])
+def test_each_broken_record_is_caught_by_its_invariant(invariant: str, change: dict[str, Any]) -> None:
+    broken = dataclasses.replace(healthy(), **change)
+    violations = check([healthy("run-00000"), broken])
+    assert violations, f"{change} broke {invariant} unnoticed"
+    assert {v.invariant for v in violations} >= {invariant}
+    assert {v.run for v in violations} == {"run-00001"}
+    assert summary(violations)[invariant] >= 1
+
+
+def test_a_run_that_moved_after_its_first_worker_let_go_is_not_on_two_at_once() -> None:
+    moved = dataclasses.replace(healthy(), lives={"bench-worker1": [(10.0, 20.0)], "bench-worker2": [(20.5, 30.0)]})
+    assert [v.invariant for v in check([moved])] == []
