@@ -91,13 +91,15 @@ SUBMITTER = {"spec": {"restartPolicy": "Never", "containers": [
 
 
 def _rayjob(name: str, **spec: Any) -> dict[str, Any]:
-    """Queued and suspended, as Kueue's webhook leaves a RayJob."""
+    """Queued and suspended, as Kueue's webhook leaves a RayJob; deleting its cluster when done, which Kueue's
+    validating webhook requires."""
     cluster = {"headGroupSpec": {"rayStartParams": {}, "template": copy.deepcopy(POD)},
                "workerGroupSpecs": [{"groupName": "small", "minReplicas": 0, "maxReplicas": 4, "replicas": 2,
                                      "rayStartParams": {}, "template": copy.deepcopy(POD)}]}  # fmt: skip
     return {"apiVersion": "ray.io/v1", "kind": "RayJob",
             "metadata": {"name": name, "labels": {"kueue.x-k8s.io/queue-name": QUEUE}},
-            "spec": {"suspend": True, "entrypoint": "python job.py", "rayClusterSpec": cluster, **spec}}  # fmt: skip
+            "spec": {"suspend": True, "entrypoint": "python job.py", "shutdownAfterJobFinishes": True,
+                     "rayClusterSpec": cluster, **spec}}  # fmt: skip
 
 
 def _view(workload: Any, owner: Any) -> dict[str, Any]:
@@ -154,6 +156,6 @@ async def test_a_rayjob_gets_the_same_workload_and_admitted_templates_from_both(
     assert _view(admitted[OURS], made[OURS][0]) == _view(admitted[KUEUES], made[KUEUES][0])
     names = sorted(p["name"] for p in admitted[OURS]["spec"]["podSets"])
     assert names == (["head", "small"] if shape == "http-mode" else ["head", "small", "submitter"])
-    released = {w: await when(w, RAYJOBS, "ray", lambda r: r["spec"]["suspend"] is False, "released")
+    released = {w: await when(w, RAYJOBS, "ray", lambda r: not r["spec"].get("suspend"), "released")
                 for w in (KUEUES, OURS)}  # fmt: skip
     assert _templates(released[OURS], made[OURS][1]) == _templates(released[KUEUES], made[KUEUES][1])
