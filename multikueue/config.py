@@ -565,6 +565,10 @@ class PodSetSource(_Model):
         if self.template is not None and (self.requests or self.requests_from_annotations):
             raise ValueError("@template: requests come from the template's containers; drop requests and "
                              "requestsFromAnnotations, or drop template")  # fmt: skip
+        return self
+
+    @model_validator(mode="after")
+    def _with_template(self) -> PodSetSource:
         if self.add_containers and self.template is None:
             raise ValueError("@addContainers: only with template (the containers are added to it)")
         if self.default_template is not None and self.template is None:

@@ -127,6 +127,8 @@ def pod_sets(obj: Object, integration: Integration) -> list[Object]:
         result.append(_with_topology(pod_set, source.topology, obj, what))
     for source_from in integration.pod_sets_from:
         result.extend(_pod_sets_from(obj, source_from))
+    if not result:  # every pod set optional and none present: a Workload needs one
+        raise InvalidObject("no pod sets: the `when` of every pod set in podSets is false for this object")
     names = [p["name"] for p in result]
     if len(set(names)) != len(names):
         raise InvalidObject(f"pod set names repeat: {names}")

@@ -163,3 +163,15 @@ def test_an_added_container_is_checked_as_a_templates_are() -> None:
     head.pop("template")
     with pytest.raises(ConfigError, match=r"podSets\[0\]\.addContainers: only with template"):
         parse_configuration(configure(adapter))
+
+
+def test_an_object_for_which_no_pod_set_is_present_is_refused_naming_why() -> None:
+    only = {"name": "only", "when": {"path": ".spec.on", "equals": True}, "template": ".spec.template"}
+    suspend = {"path": ".spec.suspend", "value": True}
+    text = configure({"name": "RayJob.v1.ray.io", "integration": {"suspend": suspend, "podSets": [only]}})
+    found = parse_configuration(text).adapter(RAYJOB).integration
+    assert found is not None
+    obj: dict[str, Any] = {"metadata": {"name": "x"}, "spec": {"template": POD}}
+    with pytest.raises(workloads.InvalidObject, match="no pod sets: the `when` of every pod set"):
+        workloads.pod_sets(obj, found)
+    assert [p["name"] for p in workloads.pod_sets({**obj, "spec": {**obj["spec"], "on": True}}, found)] == ["only"]
