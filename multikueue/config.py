@@ -8,6 +8,7 @@ Kueue does not have. Every error names the field and the bad value.
 
 from __future__ import annotations
 
+import copy
 import re
 from dataclasses import dataclass
 from typing import Annotated, Any, Literal
@@ -242,8 +243,9 @@ JsonPath = Annotated[str, BeforeValidator(_jsonpath)]
 class Predicate(_Model):
     """A test on the values at ``path``: exactly one of ``equals``, ``in``, ``notIn``, ``exists``.
 
-    ``equals``/``in`` hold when some value there matches; ``notIn`` when values exist and none is listed;
-    ``exists`` when there is (true) or is not (false) a value.
+    ``equals``/``in`` hold when some value there matches; ``null`` listed in ``in`` also holds when there is no
+    value (a field whose absence means a default, e.g. ``in: [K8sJobMode, null]``); ``notIn`` when values exist
+    and none is listed; ``exists`` when there is (true) or is not (false) a value.
     """
 
     path: JsonPath
@@ -447,6 +449,96 @@ class Topology(_Model):
     sub_group_count: Count | None = None
 
 
+_TEMPLATE_FIELD = re.compile(r"^(\.[A-Za-z_][A-Za-z0-9_-]*(\[[0-9]+\])*)+$")
+_TEMPLATE_STEP = re.compile(r"\.([A-Za-z_][A-Za-z0-9_-]*)|\[([0-9]+)\]")
+
+
+def template_steps(path: str) -> list[str | int]:
+    """``.spec.containers[0].image`` → ``["spec", "containers", 0, "image"]``: keys and list indexes."""
+    return [key if key else int(index) for key, index in _TEMPLATE_STEP.findall(path)]
+
+
+class TemplateFill(_Model):
+    """A field of a default template read from the object: ``path`` in the template (keys and ``[index]``),
+    ``from`` a path in the object. No value there leaves the field out (as Go's ``omitempty`` writes it)."""
+
+    path: str
+    from_: JsonPath = Field(alias="from")
+
+    @field_validator("path")
+    @classmethod
+    def _plain(cls, value: str) -> str:
+        if not _TEMPLATE_FIELD.match(value):
+            raise ValueError(f"must be a field path such as .spec.containers[0].image, got {value!r}")
+        return value
+
+
+def _check_requests(container: Any, where: str) -> None:
+    where = f"{where}." if where else ""
+    resources = container.get("resources") or {}
+    if not isinstance(resources, dict):
+        raise ValueError(f"{where}resources must be a mapping, got {resources!r}")
+    for kind in ("requests", "limits"):
+        if not isinstance(resources.get(kind) or {}, dict):
+            raise ValueError(f"{where}resources.{kind} must be a mapping, got {resources[kind]!r}")
+        for resource, quantity in (resources.get(kind) or {}).items():
+            try:
+                resources[kind][resource] = check_quantity(quantity)
+            except ValueError as e:
+                raise ValueError(f"{where}resources.{kind}.{resource} {e}") from None
+
+
+def _container(value: Any, where: str) -> Any:
+    """A container written in the configuration: a mapping with a name; its requests and limits quantities (as
+    text, as Go writes them)."""
+    if not isinstance(value, dict) or not isinstance(value.get("name"), str):
+        raise ValueError(f"{where or 'a container'} must be a container with a name, got {value!r}")
+    value = copy.deepcopy(value)
+    _check_requests(value, where)
+    return value
+
+
+class AddedContainer(_Model):
+    """A container the kind's controller adds to the pods of a pod set when ``when`` holds, counted in the
+    Workload's pod set only (KubeRay's SidecarMode submitter in the head pod)."""
+
+    when: Predicate
+    container: Annotated[dict[str, Any], BeforeValidator(lambda v: _container(v, ""))]
+
+
+class DefaultTemplate(_Model):
+    """The pod template of a pod set whose ``template`` path has no value in the object (KubeRay's default
+    submitter): a PodTemplateSpec written here, with fields filled from the object."""
+
+    template: dict[str, Any]
+    fill: tuple[TemplateFill, ...] = ()
+
+    @field_validator("template", mode="before")
+    @classmethod
+    def _pod_template(cls, value: Any) -> Any:
+        containers = ((value.get("spec") or {}) if isinstance(value, dict) else {}).get("containers")
+        if not isinstance(containers, list) or not containers:
+            raise ValueError(f"must be a pod template with spec.containers, got {value!r}")
+        value = copy.deepcopy(value)
+        value["spec"]["containers"] = [_container(c, f"spec.containers[{i}]") for i, c in enumerate(containers)]
+        return value
+
+    @model_validator(mode="after")
+    def _fill_in_template(self) -> DefaultTemplate:
+        for i, fill in enumerate(self.fill):
+            node: Any = self.template
+            for step in template_steps(fill.path)[:-1]:
+                in_map = isinstance(node, dict) and isinstance(step, str)
+                in_list = isinstance(node, list) and isinstance(step, int) and step < len(node)
+                inside = in_map or in_list
+                if not inside:
+                    raise ValueError(f"@fill: [{i}].path {fill.path!r} is not inside the template")
+                node = node[step]
+            if not isinstance(node, dict):
+                raise ValueError(f"@fill: [{i}].path {fill.path!r} does not end in a field of a mapping")
+        return self
+
+
 class PodSetSource(_Model):
     """One pod set of the Workload: a count and the requests of each pod, read from the object or written here."""
 
@@ -457,6 +549,9 @@ class PodSetSource(_Model):
     requests: dict[str, Quantity] = Field(default_factory=dict)  # per pod, e.g. {tekton.dev/pipelineruns: "1"}
     requests_from_annotations: str | None = None  # a prefix: <prefix><resource>: <quantity> (tekton-kueue's)
     topology: Topology | None = None
+    when: Predicate | None = None  # the pod set is in the Workload only when this holds on the object
+    default_template: DefaultTemplate | None = None  # the template when ``template`` has no value in the object
+    add_containers: tuple[AddedContainer, ...] = ()  # only with ``template``
 
     @field_validator("name")
     @classmethod
@@ -470,6 +565,20 @@ class PodSetSource(_Model):
         if self.template is not None and (self.requests or self.requests_from_annotations):
             raise ValueError("@template: requests come from the template's containers; drop requests and "
                              "requestsFromAnnotations, or drop template")  # fmt: skip
+        return self
+
+    @model_validator(mode="after")
+    def _with_template(self) -> PodSetSource:
+        if self.add_containers and self.template is None:
+            raise ValueError("@addContainers: only with template (the containers are added to it)")
+        if self.default_template is not None and self.template is None:
+            raise ValueError("@defaultTemplate: only with template (the path it stands in for)")
+        if self.default_template is not None and self.template is not None:
+            from multikueue.jsonpaths import field_names
+
+            if not field_names(self.template):
+                raise ValueError(f"@template: with defaultTemplate, a plain field path where the default is written "
+                                 f"(such as .spec.submitterPodTemplate), got {self.template!r}")  # fmt: skip
         return self
 
     @property

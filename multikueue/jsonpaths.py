@@ -79,6 +79,20 @@ def set_value(obj: Object, path: str, value: Any) -> Object:
     return result
 
 
+def set_in_place(obj: Object, path: str, value: Any) -> None:
+    """Put ``value`` at ``path``, a chain of single fields (``field_names``), in ``obj`` itself, creating the maps
+    on the way."""
+    names = field_names(path)
+    if not names:
+        raise InvalidPath(f"must be a plain field path such as .spec.template, got {path!r}")
+    node = obj
+    for name in names[:-1]:
+        if not isinstance(node.get(name), dict):
+            node[name] = {}
+        node = node[name]
+    node[names[-1]] = value
+
+
 def project(obj: Object, paths: Sequence[str], exclude: Sequence[str] = ()) -> Object:
     """Only the fields at ``paths`` (at their own positions), less those at ``exclude``."""
     result: Object = {}

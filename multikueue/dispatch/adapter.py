@@ -33,7 +33,8 @@ def holds(predicate: Predicate, obj: Object) -> bool:
     if predicate.exists is not None:
         return bool(values) == predicate.exists
     if predicate.in_ is not None:
-        return any(v in predicate.in_ for v in values)
+        # ``null`` listed: no value holds too (an absent field that means its default).
+        return any(v in predicate.in_ for v in values) or (not values and None in predicate.in_)
     if predicate.not_in is not None:
         return bool(values) and all(v not in predicate.not_in for v in values)
     return any(v == predicate.equals for v in values)

@@ -337,7 +337,7 @@ def changed_object(obj: Object, integration: Integration, step: Step, infos: Seq
     changed: Object = apply_merge_patch(copy.deepcopy(obj), suspend_patch(integration, step))
     if infos is None:
         return changed
-    found = templates(changed, integration)
+    found = templates(changed, integration, write_defaults=step is Step.RUN)
     if len(found) != len(infos):
         if step is Step.RUN:
             raise InvalidPodSetInfo(f"invalid podset infos: expecting {len(found)} podset, got {len(infos)}")

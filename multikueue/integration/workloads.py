@@ -18,13 +18,16 @@ from multikueue.config import (
     CountConst,
     CountExpression,
     CountPath,
+    DefaultTemplate,
     GroupVersionKind,
     Integration,
     PodSetsFrom,
     PodSetSource,
     Topology,
     check_quantity,
+    template_steps,
 )
+from multikueue.dispatch.adapter import holds
 from multikueue.kube.resources import WORKLOADS
 from multikueue.labels import (
     JOB_UID_LABEL,
@@ -105,10 +108,13 @@ def pod_sets(obj: Object, integration: Integration) -> list[Object]:
     """The Workload's pod sets: the fixed ones, then one per item of each ``podSetsFrom`` array; ``InvalidObject``
     names the annotation or field that is wrong."""
     result = []
-    for source in integration.pod_sets:
+    for source in present(obj, integration):
         what = f"pod set {source.name}"
         if source.template is not None:
-            template = _template(obj, source.template, what)
+            template = _template(_with_default(obj, source), source.template, what)
+            added = [copy.deepcopy(a.container) for a in source.add_containers if holds(a.when, obj)]
+            if added:
+                template["spec"] = {**template["spec"], "containers": [*template["spec"]["containers"], *added]}
         else:
             # Synthetic, as tekton-kueue's: one container whose requests stand for what one pod of the run needs.
             resources = {"requests": _requests(obj, source)}
@@ -121,6 +127,8 @@ def pod_sets(obj: Object, integration: Integration) -> list[Object]:
         result.append(_with_topology(pod_set, source.topology, obj, what))
     for source_from in integration.pod_sets_from:
         result.extend(_pod_sets_from(obj, source_from))
+    if not result:  # every pod set optional and none present: a Workload needs one
+        raise InvalidObject("no pod sets: the `when` of every pod set in podSets is false for this object")
     names = [p["name"] for p in result]
     if len(set(names)) != len(names):
         raise InvalidObject(f"pod set names repeat: {names}")
@@ -146,10 +154,49 @@ def _pod_sets_from(obj: Object, source: PodSetsFrom) -> list[Object]:
     return result
 
 
-def templates(obj: Object, integration: Integration) -> list[Object | None]:
+def present(obj: Object, integration: Integration) -> list[PodSetSource]:
+    """The fixed pod sets this object has: those without ``when``, and those whose ``when`` holds on it."""
+    return [s for s in integration.pod_sets if s.when is None or holds(s.when, obj)]
+
+
+def default_template(obj: Object, default: DefaultTemplate) -> Object:
+    """``default``'s template with its ``fill`` fields read from ``obj`` (one without a value left out)."""
+    template = copy.deepcopy(default.template)
+    for fill in default.fill:
+        *parents, last = template_steps(fill.path)
+        node: Any = template
+        for step in parents:
+            node = node[step]
+        value = jsonpaths.first(obj, fill.from_)
+        if value is not None:
+            node[last] = copy.deepcopy(value)
+    return template
+
+
+def _with_default(obj: Object, source: PodSetSource) -> Object:
+    """``obj`` as the pod set reads it: its default template at the template path when there is none there (a
+    copy; ``obj`` when nothing is missing)."""
+    if source.default_template is None or source.template is None or jsonpaths.first(obj, source.template) is not None:
+        return obj
+    with_default = copy.deepcopy(obj)
+    jsonpaths.set_in_place(with_default, source.template, default_template(obj, source.default_template))
+    return with_default
+
+
+def templates(obj: Object, integration: Integration, *, write_defaults: bool = False) -> list[Object | None]:
     """Each pod set's template inside ``obj`` itself (not a copy: changing one changes ``obj``), in the order of
-    ``pod_sets``; ``None`` for a synthetic pod set, which has no template in the object."""
-    found = [_template_in(obj, s.template) if s.template is not None else None for s in integration.pod_sets]
+    ``pod_sets``; ``None`` for a synthetic pod set, which has no template in the object, and for a missing one with
+    a default. With ``write_defaults`` (admission) that default is written into ``obj`` first, so what admission
+    merges into it is kept there, as Kueue's RayJob keeps the default submitter template it admitted; a stop
+    leaves the object without it, as Kueue restores into a default it does not keep."""
+    found: list[Object | None] = []
+    for source in present(obj, integration):
+        if source.template is None:
+            found.append(None)
+            continue
+        if write_defaults and source.default_template is not None and jsonpaths.first(obj, source.template) is None:
+            jsonpaths.set_in_place(obj, source.template, default_template(obj, source.default_template))
+        found.append(_template_in(obj, source.template))
     for source_from in integration.pod_sets_from:
         items = jsonpaths.find(obj, source_from.path)
         found.extend(_template_in(item, source_from.template) if isinstance(item, dict) else None for item in items)

@@ -95,6 +95,7 @@ CLUSTER_INVENTORY = ModuleSource("sigs.k8s.io/cluster-inventory-api", "v0.1.3")
 FOREIGN_CRD_FILES = {
     "JobSet": (JOBSET, "config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml"),
     "RayJob": (KUBERAY, "config/crd/bases/ray.io_rayjobs.yaml"),
+    "RayCluster": (KUBERAY, "config/crd/bases/ray.io_rayclusters.yaml"),  # Kueue's RayJob integration watches it
     "MPIJob": (MPI_OPERATOR, "manifests/base/kubeflow.org_mpijobs.yaml"),
     # Argo's default install: the minimal CRD (no schema, no /status subresource).
     "Workflow": (ARGO_WORKFLOWS, "manifests/base/crds/minimal/argoproj.io_workflows.yaml"),

@@ -445,6 +445,56 @@ async def test_a_rayjob_gets_its_head_submitter_and_worker_groups_and_pods_ready
                         until=lambda w: _condition(w, "PodsReady").get("reason") == "Started")  # fmt: skip
 
 
+async def test_a_rayjob_without_a_submitter_template_gets_kuberays_default_submitter_and_none_in_http_mode(
+    manager_api: ApiClient, namespace: str
+) -> None:
+    """Most RayJobs name no submitterPodTemplate (KubeRay makes one): Kueue's RayJob queues them with the default
+    submitter's pod set in K8sJobMode (the CRD's default), none in HTTPMode, and the user's template when given."""
+    api, rayjobs = manager_api, Objects(manager_api, Resource("ray.io", "v1", "rayjobs", "RayJob"))
+    await crds.install_crds(api, [crds.foreign_crd("RayJob")])
+    adapter = _recipe("RayJob, as Kueue's own RayJob integration shapes it")
+    pod = {"spec": {"containers": [{"name": "ray", "image": "rayproject/ray:2.9"}]}}
+    mine = {"spec": {"containers": [{"name": "submit", "image": "mine", "resources": {"requests": {"cpu": "2"}}}]}}
+
+    def body(name: str, **spec: Any) -> dict[str, Any]:
+        return {"apiVersion": "ray.io/v1", "kind": "RayJob",
+                "metadata": {"name": name, "labels": {QUEUE_NAME_LABEL: "user-queue"}},
+                "spec": {"suspend": True, "entrypoint": "python job.py", **spec,
+                         "rayClusterSpec": {"headGroupSpec": {"rayStartParams": {}, "template": pod},
+                                            "workerGroupSpecs": [{"groupName": "small", "minReplicas": 0,
+                                                                  "maxReplicas": 4, "replicas": 2,
+                                                                  "template": pod}]}}}  # fmt: skip
+
+    resources = {"limits": {"cpu": "1", "memory": "1Gi"}, "requests": {"cpu": "500m", "memory": "200Mi"}}
+    default = {"metadata": {}, "spec": {"restartPolicy": "Never", "containers": [
+        {"name": "ray-job-submitter", "image": "rayproject/ray:2.9", "resources": resources}]}}  # fmt: skip
+    async with _running(api, _config(namespace, adapter)):
+        plain = await rayjobs.create(body("plain"), namespace)
+        assert plain["spec"]["submissionMode"] == "K8sJobMode"  # the CRD's default, as KubeRay reads it
+        http = await rayjobs.create(body("http", submissionMode="HTTPMode"), namespace)
+        given = await rayjobs.create(body("given", submitterPodTemplate=mine), namespace)
+        workload = await _workload(api, namespace, plain, RAYJOB)
+        pod_sets = {p["name"]: p for p in workload["spec"]["podSets"]}
+        assert sorted(pod_sets) == ["head", "small", "submitter"]
+        assert (pod_sets["submitter"]["count"], pod_sets["submitter"]["template"]) == (1, default)
+        http_workload = await _workload(api, namespace, http, RAYJOB)
+        assert sorted(p["name"] for p in http_workload["spec"]["podSets"]) == ["head", "small"]
+        given_workload = await _workload(api, namespace, given, RAYJOB)
+        [submitter] = [p for p in given_workload["spec"]["podSets"] if p["name"] == "submitter"]
+        assert submitter["template"] == {"metadata": {}, **mine}
+
+        # Admitted: the default template, with what admission writes into it, is kept in the RayJob (as Kueue's).
+        name = workload["metadata"]["name"]
+        await eventually(lambda: kueue.admit(api, name, namespace), what="admit (a conflict retried)")
+        running = await eventually(
+            lambda: _get(rayjobs, "plain", namespace), until=lambda r: not r["spec"]["suspend"], what="released"
+        )
+        written = running["spec"]["submitterPodTemplate"]
+        assert written["spec"]["containers"] == default["spec"]["containers"]
+        assert written["metadata"]["labels"]["kueue.x-k8s.io/podset"] == "submitter"
+        assert written["metadata"]["annotations"]["kueue.x-k8s.io/workload"] == name
+
+
 MPIJOB = GroupVersionKind("kubeflow.org", "v2beta1", "MPIJob")
 
 
