@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import random
 import sys
 import tempfile
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import structlog
 import yaml
 from kubernetes_asyncio import client as k8s_client
 
@@ -325,6 +327,19 @@ async def submit_all(soak: Soak, tg: Any) -> None:
                 f"{len(soak.submitted) - len(soak.run.finished)} in flight")  # fmt: skip
 
 
+async def kubelet(replicas: list[Dispatcher]) -> None:
+    """A replica that exits (a lost Lease ends the process, as controller-runtime's managers do) is started again,
+    as kubelet restarts its container (here after a second, not kubelet's growing back-off)."""
+    for _ in range(10_000_000):
+        for replica in replicas:
+            process = replica.process
+            if process is not None and process.poll() is not None:
+                replica.exits.append(process.returncode)
+                say(f"{replica.identity} exited ({process.returncode}); started again")
+                replica.start()
+        await anyio.sleep(1.0)
+
+
 async def sample_every(soak: Soak, seconds: float) -> None:
     for _ in range(1_000_000):
         soak.sample()
@@ -364,6 +379,7 @@ async def soak_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
                             kinds=tuple(args.faults))  # fmt: skip
         schedule.on_return = lambda w, t: tg.start_soon(recovery_after_return, soak, w, t, worker_recovery)
         tg.start_soon(sample_every, soak, 2.0)
+        tg.start_soon(kubelet, replicas)
         stop = anyio.Event()
         if args.fault_interval:
             tg.start_soon(schedule.every, args.fault_interval, stop, tg)
@@ -422,7 +438,7 @@ def result(args: argparse.Namespace, soak: Soak, schedule: Schedule, drained: bo
             "dispatch": _percentiles([soak.dispatched[n] - soak.submitted[n] for n in soak.dispatched]),
             "status_to_manager": _percentiles(list(finals.values())),
         },
-        "replica_exits": [r.exits for r in replicas],
+        "replica_exits": {r.identity: r.exits for r in replicas},  # ended by themselves (and started again)
         "timeline": soak.timeline,
     }  # fmt: skip
 
@@ -464,6 +480,8 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = arguments(argv)
+    # The soak's own informers ride out every fault: their retries are not news (the replicas' logs have theirs).
+    structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
     out: Path = args.out or RESULTS / f"soak-{args.mode}-w{args.workers}-r{args.rate:g}-d{args.duration:g}.json"
     clusters = ("manager", *(f"worker{i + 1}" for i in range(args.workers)))
     users = [audit.user(NAMESPACE, DISPATCHER_ACCOUNT)]

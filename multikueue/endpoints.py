@@ -256,7 +256,6 @@ class Endpoints:
         self.health_port: int | None = None
         self.ca_pem: bytes | None = None  # the generated CA, when no --metrics-cert-dir was given
         self._runners: list[web.AppRunner] = []
-        self._dir: tempfile.TemporaryDirectory[str] | None = None
 
     async def start(self) -> None:
         try:
@@ -283,14 +282,15 @@ class Endpoints:
         if not self.serving.secure:
             return None
         assert self.serving.metrics is not None
-        self._dir = tempfile.TemporaryDirectory(prefix="multikueue-metrics-")
-        cert, key, self.ca_pem = _certificate_files(self.serving.cert_dir, Path(self._dir.name),
-                                                    self.serving.metrics[0])  # fmt: skip
-        try:
-            return _Certificates(cert, key, reload=self.serving.cert_dir is not None).current
-        except (OSError, ssl.SSLError) as e:
-            where = self.serving.cert_dir
-            raise ServingError(f"--metrics-cert-dir {where}: cannot load tls.crt and tls.key: {e}") from None
+        # A generated key is on disk only while it is loaded (a SIGKILLed process would leave it in /tmp); files
+        # from --metrics-cert-dir are read again on rotation, those stay where they are.
+        with tempfile.TemporaryDirectory(prefix="multikueue-metrics-") as scratch:
+            cert, key, self.ca_pem = _certificate_files(self.serving.cert_dir, Path(scratch), self.serving.metrics[0])
+            try:
+                return _Certificates(cert, key, reload=self.serving.cert_dir is not None).current
+            except (OSError, ssl.SSLError) as e:
+                where = self.serving.cert_dir
+                raise ServingError(f"--metrics-cert-dir {where}: cannot load tls.crt and tls.key: {e}") from None
 
     async def _serve(self, app: web.Application, address: Address, flag: str, context: ssl.SSLContext | None) -> int:
         host, port = address
@@ -307,6 +307,3 @@ class Endpoints:
         for runner in reversed(self._runners):
             await runner.cleanup()
         self._runners.clear()
-        if self._dir is not None:
-            self._dir.cleanup()
-            self._dir = None

@@ -3,7 +3,9 @@ good one kept while the files do not load. Real TLS handshakes on 127.0.0.1 (no 
 
 from __future__ import annotations
 
+import os
 import ssl
+import tempfile
 from pathlib import Path
 
 import anyio
@@ -64,10 +66,15 @@ async def test_a_rotated_certificate_is_served_and_a_broken_one_is_not(
         await served.stop()
 
 
-async def test_without_a_cert_dir_a_certificate_is_generated_for_the_loopback(api: ApiClient) -> None:
+async def test_without_a_cert_dir_a_certificate_is_generated_for_the_loopback(
+    api: ApiClient, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # where a scratch directory would go
     served = Endpoints(Serving(metrics=("127.0.0.1", 0)), Metrics(), lambda: True, api)
     await served.start()
     try:
+        # The generated key is in memory only: nothing of it stays on disk (a process killed would leave it there).
+        assert os.listdir(tmp_path) == []
         assert served.metrics_port is not None
         assert served.ca_pem is not None
         context = ssl.create_default_context(cadata=served.ca_pem.decode())
