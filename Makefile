@@ -57,7 +57,7 @@ soak: $(VENV)/.installed binaries
 # Three minutes of the soak, every fault in turn; fails when an invariant breaks (part of `make test`).
 soak-short: $(VENV)/.installed binaries
 	@echo "==> a 3-minute fault soak (Kueue mode, 2 replicas, every fault in turn; bench/README.md)"
-	$(BIN)/python -m bench.soak --duration 180 --rate 4 --fault-interval 10 --drain-timeout 300 --check --out build/soak-short.json
+	$(BIN)/python -m bench.soak --duration 180 --rate 3 --fault-interval 10 --drain-timeout 600 --check --out build/soak-short.json
 
 # The interop profile (e2e/interop, #9): real Kueue, Tekton, kwok, kube-controller-manager and kube-scheduler, built
 # from their Go modules (cached; ~20 min cold) and run on a bed of their own.
