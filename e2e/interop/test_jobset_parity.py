@@ -14,8 +14,7 @@ from __future__ import annotations
 import copy
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import anyio
 import pytest
@@ -23,6 +22,7 @@ import yaml
 from kubernetes_asyncio import client as k8s_client
 
 from e2e.interop.conftest import Fleet
+from e2e.interop.recipes import recipe
 from multikueue.config import GroupVersionKind
 from multikueue.integration.workloads import workload_name
 from multikueue.kube.client import ApiClient
@@ -39,17 +39,9 @@ JOBSET = GroupVersionKind("jobset.x-k8s.io", "v1alpha2", "JobSet")
 JOBSETS = Resource("jobset.x-k8s.io", "v1alpha2", "jobsets", "JobSet")
 PODS_READY_TIMEOUT = "20s"
 QUEUE = "user-queue"
-DOCS = Path(__file__).parents[2] / "docs" / "integration.md"
 
 
-def _recipe(title: str) -> dict[str, Any]:
-    """The adapter lines docs/integration.md gives under ``title``: what a user copies is what runs."""
-    block = DOCS.read_text().split(f"### {title}", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
-    [adapter] = yaml.safe_load(block)
-    return cast(dict[str, Any], adapter)
-
-
-ADAPTER = _recipe("JobSet, as Kueue's own JobSet integration shapes it")
+ADAPTER = recipe("JobSet, as Kueue's own JobSet integration shapes it")
 
 
 def _progress(message: str) -> None:

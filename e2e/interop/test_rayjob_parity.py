@@ -13,8 +13,7 @@ from __future__ import annotations
 import copy
 import uuid
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import anyio
 import pytest
@@ -22,6 +21,7 @@ import yaml
 from kubernetes_asyncio import client as k8s_client
 
 from e2e.interop.conftest import Fleet
+from e2e.interop.recipes import recipe
 from multikueue.config import GroupVersionKind
 from multikueue.integration.workloads import workload_name
 from multikueue.kube.client import ApiClient
@@ -35,16 +35,9 @@ KUEUES, OURS = "worker1", "worker2"
 RAYJOB = GroupVersionKind("ray.io", "v1", "RayJob")
 RAYJOBS = Resource("ray.io", "v1", "rayjobs", "RayJob")
 QUEUE = "user-queue"
-DOCS = Path(__file__).parents[2] / "docs" / "integration.md"
 
 
-def _recipe(title: str) -> dict[str, Any]:
-    block = DOCS.read_text().split(f"### {title}", 1)[1].split("```yaml\n", 1)[1].split("```", 1)[0]
-    [adapter] = yaml.safe_load(block)
-    return cast(dict[str, Any], adapter)
-
-
-ADAPTER = _recipe("RayJob, as Kueue's own RayJob integration shapes it")
+ADAPTER = recipe("RayJob, as Kueue's own RayJob integration shapes it")
 
 
 async def _install_crds(fleet: Fleet) -> None:
