@@ -470,7 +470,15 @@ async def test_no_create_is_refused_while_the_leader_pod_goes_and_the_deployment
         async with anyio.create_task_group() as group:
             group.start_soon(stream, 600)  # ~120 s at most
             await eventually(answered, until=lambda n: n >= 10, what="creates flow")
-            leader = await _leader_pod(kind, api)
+
+            # a Lease left by a Pod gone (not given up) names it until a standby takes it over
+            async def live_leader() -> tuple[str, set[str]]:
+                running = {p["metadata"]["name"] for p in await _dispatcher_pods(api)
+                           if not p["metadata"].get("deletionTimestamp")}  # fmt: skip
+                return await _leader_pod(kind, api), running
+
+            leader, _ = await eventually(live_leader, until=lambda found: found[0] in found[1], timeout=60,
+                                         what="a leader among the running Pods")  # fmt: skip
             await anyio.to_thread.run_sync(
                 lambda: kind.run_kubectl("manager", "-n", SYSTEM, "delete", "pod", leader, "--wait=false")
             )
