@@ -11,6 +11,7 @@ from types import FrameType
 from typing import Any
 
 from multikueue import __version__
+from multikueue.shutdown import DEFAULT_SHUTDOWN_DELAY, drain_delay
 from multikueue.testing.binaries import OPTIONAL_KUBERNETES_COMMANDS
 
 
@@ -78,6 +79,15 @@ def _build_parser() -> argparse.ArgumentParser:
         default="manager",
         choices=["manager", "worker"],
         help="manager: dispatch (and integrate); worker: only the integrations of the configured kinds",
+    )
+    run.add_argument(
+        "--shutdown-delay",
+        type=_seconds,
+        default=DEFAULT_SHUTDOWN_DELAY,
+        metavar="SECONDS",
+        help="after SIGTERM, seconds to keep answering the admission webhook while unready, so the API server "
+        "stops calling this replica before it closes (default %(default)s; keep it under the Pod's "
+        "terminationGracePeriodSeconds)",
     )
     run.add_argument("--log-level", default="info", choices=["debug", "info", "warning", "error"])
     run.add_argument("--log-format", default="auto", choices=["auto", "json", "console"])
@@ -206,15 +216,16 @@ def _testbed_up(once: bool, install: bool) -> int:
     return 0
 
 
-async def _until_signalled(work: Callable[[], Awaitable[None]]) -> bool:
-    """Run ``work`` until it returns (False) or SIGTERM/SIGINT arrives (True).
+async def _until_signalled(work: Callable[[], Awaitable[None]], on_signal: Callable[[], None] = lambda: None
+                           ) -> int | None:  # fmt: skip
+    """Run ``work`` until it returns (None) or SIGTERM/SIGINT arrives (the signal's number).
 
-    The signal cancels ``work``, so its shielded clean-up (worker clients, the HTTP endpoint) runs before the
-    process exits, as a pod's termination grace period expects.
+    The signal cancels ``work``, so its shielded clean-up (worker clients, the Lease) runs before the process
+    exits, as a pod's termination grace period expects; ``on_signal`` is called first, at once (readiness fails).
     """
     import anyio
 
-    signalled = False
+    signalled: int | None = None
     async with anyio.create_task_group() as tg:
 
         async def watch() -> None:
@@ -222,7 +233,8 @@ async def _until_signalled(work: Callable[[], Awaitable[None]]) -> bool:
             with anyio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
                 async for signum in signals:
                     print(f"multikueue: {signal.Signals(signum).name} received; stopping", file=sys.stderr)
-                    signalled = True
+                    signalled = signum
+                    on_signal()
                     tg.cancel_scope.cancel()
                     return
 
@@ -520,9 +532,6 @@ def _run(args: argparse.Namespace) -> int:
                 except ApiError as e:
                     raise StartupError(f"cannot read the configuration {source}: {describe(e)}") from None
             manager = Controllers(api, config, serving=serving, config_source=source, role=args.role)
-            if not args.leader_elect:
-                await _until_signalled(manager.run)
-                return 0
             election = LeaderElectionSettings(
                 namespace=args.leader_elect_namespace,
                 name=args.leader_elect_name,
@@ -531,7 +540,17 @@ def _run(args: argparse.Namespace) -> int:
                 renew_deadline=args.renew_deadline,
                 retry_period=args.retry_period,
             )
-            if await _until_signalled(lambda: manager.run_as_leader(election)):
+            work = (lambda: manager.run_as_leader(election)) if args.leader_elect else manager.run
+
+            def unready() -> None:
+                manager.draining = True
+
+            # The listeners outlive the controllers: after SIGTERM the webhook answers on through the drain delay.
+            async with manager.serving():
+                signalled = await _until_signalled(work, unready)
+                if delay := drain_delay(signalled, manager.webhook is not None, args.shutdown_delay):
+                    await manager.drain(delay)
+            if signalled is not None or not args.leader_elect:
                 return 0
             # Losing the lease ends the process: a fresh start as standby is simpler and safer than resuming.
             print("multikueue: leader lease lost; exiting so another replica takes over", file=sys.stderr)
@@ -587,6 +606,16 @@ def _boolean(text: str) -> bool:
     if value in ("false", "f", "0"):
         return False
     raise argparse.ArgumentTypeError(f"not true or false: {text!r}")
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0 <= value <= 3600:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 3600 seconds, got {text}")
+    return value
 
 
 def _at_least_one(text: str) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from multikueue.integration.webhook import WebhookServer
 
 log = structlog.get_logger(__name__)
+RELEASE_TIMEOUT = 5.0  # seconds a stopping leader tries to give its Lease up; past that, the Lease just expires
 Object = dict[str, Any]
 
 
@@ -150,9 +152,10 @@ class Controllers:
             requests, errors = self.metrics.api_requests, self.metrics.api_errors
             api.on_request = lambda method: requests.labels("manager", method).inc()
             api.on_error = lambda code: errors.labels("manager", code).inc()
-        self.serving = serving  # /metrics (HTTPS, authorised) and /healthz, /readyz; None: neither served
+        self.endpoint_options = serving  # /metrics (HTTPS, authorised) and /healthz, /readyz; None: neither served
         self.endpoints: Endpoints | None = None
         self.standby = False  # waiting for the leader lease: healthy and ready, reconciling nothing
+        self.draining = False  # told to stop: unready, yet still answering the webhook (multikueue/shutdown.py)
         # Last (connected, kinds served) per worker: Workloads are re-examined only when that changes.
         self._was_connected: dict[str, tuple[bool, frozenset[GroupVersionKind], bool]] = {}
         self.started = anyio.Event()
@@ -184,24 +187,45 @@ class Controllers:
         idempotent (they survive a SIGKILL at any point), so cancelling them mid-way loses nothing. An invalid
         change keeps the running configuration and is reported (log, Event on the ConfigMap, metric).
         """
+        async with self.serving(), anyio.create_task_group() as outer:
+            if self.config_source is not None:
+                outer.start_soon(self._watch_config, outer)
+            while True:
+                with anyio.CancelScope() as self._generation:
+                    if await self._kinds_valid():
+                        self._last_good = self.config
+                        await self._run_controllers()
+                log.info("configuration reloaded; controllers restarted", source=str(self.config_source))
+
+    @contextlib.asynccontextmanager
+    async def serving(self) -> AsyncIterator[None]:
+        """The endpoints and the webhook for as long as the block runs; each is started once, and stopped by the
+        block that started it: the outermost, so a caller may keep them answering after the controllers stop."""
         runner = await self._serve_http()
-        webhook = await self._serve_webhook()
+        webhook = None
         try:
-            async with anyio.create_task_group() as outer:
-                if self.config_source is not None:
-                    outer.start_soon(self._watch_config, outer)
-                while True:
-                    with anyio.CancelScope() as self._generation:
-                        if await self._kinds_valid():
-                            self._last_good = self.config
-                            await self._run_controllers()
-                    log.info("configuration reloaded; controllers restarted", source=str(self.config_source))
+            webhook = await self._serve_webhook()
+            yield
         finally:
             with anyio.CancelScope(shield=True):
                 if webhook is not None:
                     await webhook.stop()
+                    self.webhook = None
                 if runner is not None:
                     await runner.stop()
+                    self.endpoints = None
+
+    async def drain(self, delay: float) -> None:
+        """Keep answering (the webhook above all) for ``delay`` seconds while unready, then return.
+
+        Readiness already fails (``draining``, set when the signal came); the webhook asks the API server to close
+        each connection after its answer, so its next request opens a new one, to a replica still in the Service.
+        """
+        self.draining = True
+        if self.webhook is not None:
+            self.webhook.draining = True
+        log.info("shutting down: still serving while this replica leaves the Service", seconds=delay)
+        await anyio.sleep(delay)
 
     async def _kinds_valid(self) -> bool:
         """Check the configured kinds' spelling against discovery. At start a misspelt kind ends the process; on a
@@ -530,10 +554,10 @@ class Controllers:
 
     async def _serve_http(self) -> Endpoints | None:
         """Start the endpoints once; returns them if this call started them (its owner stops them)."""
-        if self.serving is None or self.endpoints is not None:
+        if self.endpoint_options is None or self.endpoints is not None:
             return None
         ready = lambda: self.standby or self.started.is_set()  # noqa: E731 - a standby is ready by design
-        endpoints = Endpoints(self.serving, self.metrics, ready, self.api)
+        endpoints = Endpoints(self.endpoint_options, self.metrics, ready, self.api, draining=lambda: self.draining)
         try:
             await endpoints.start()
         except ServingError as e:
@@ -562,13 +586,25 @@ class Controllers:
         """Reconcile only while holding the Lease; return when it is lost (the process should then exit).
 
         The election's "started leading" callback only signals, and the manager runs inside this function's own
-        task group, so losing the Lease or a cancellation (SIGTERM) stops it cleanly.
+        task group, so losing the Lease or a cancellation (SIGTERM) stops it cleanly. A Lease held is then given
+        up, once the reconciles have stopped: the next leader starts at once instead of waiting it out.
         """
-        runner = await self._serve_http()
-        webhook = await self._serve_webhook()
         self.standby = True
         lease = f"{election.namespace}/{election.name}"
         acquired = anyio.Event()
+        log.info("waiting for the leader lease", lease=lease, identity=election.identity)
+        async with self.serving():
+            try:
+                await self._lead(election, acquired)
+            finally:
+                if acquired.is_set():
+                    with anyio.CancelScope(shield=True), anyio.move_on_after(RELEASE_TIMEOUT):
+                        if await leader.release(self.api, namespace=election.namespace, name=election.name,
+                                                identity=election.identity):  # fmt: skip
+                            log.info("leader lease released", lease=lease, identity=election.identity)
+
+    async def _lead(self, election: LeaderElectionSettings, acquired: anyio.Event) -> None:
+        lease = f"{election.namespace}/{election.name}"
 
         async def lead() -> None:
             acquired.set()
@@ -576,29 +612,21 @@ class Controllers:
         async def stopped() -> None:
             log.warning("leader lease lost", lease=lease, identity=election.identity)
 
-        log.info("waiting for the leader lease", lease=lease, identity=election.identity)
-        try:
-            async with anyio.create_task_group() as tg:
+        async with anyio.create_task_group() as tg:
 
-                async def elect() -> None:
-                    await leader.contend(
-                        self.api, namespace=election.namespace, name=election.name, identity=election.identity,
-                        lease_duration=election.lease_duration, renew_deadline=election.renew_deadline,
-                        retry_period=election.retry_period, on_acquired=lead, on_lost=stopped,
-                    )  # fmt: skip
-                    tg.cancel_scope.cancel()  # a held Lease could not be renewed
+            async def elect() -> None:
+                await leader.contend(
+                    self.api, namespace=election.namespace, name=election.name, identity=election.identity,
+                    lease_duration=election.lease_duration, renew_deadline=election.renew_deadline,
+                    retry_period=election.retry_period, on_acquired=lead, on_lost=stopped,
+                )  # fmt: skip
+                tg.cancel_scope.cancel()  # a held Lease could not be renewed
 
-                tg.start_soon(elect)
-                await acquired.wait()
-                self.standby = False
-                log.info("leader lease acquired", lease=lease, identity=election.identity)
-                await self.run()
-        finally:
-            with anyio.CancelScope(shield=True):
-                if webhook is not None:
-                    await webhook.stop()
-                if runner is not None:
-                    await runner.stop()
+            tg.start_soon(elect)
+            await acquired.wait()
+            self.standby = False
+            log.info("leader lease acquired", lease=lease, identity=election.identity)
+            await self.run()
 
     def _connection_changed(self, name: str) -> None:
         self.cluster_controller.enqueue(name)  # every failed retry updates the condition's attempt count

@@ -211,13 +211,15 @@ def _is_ip(host: str) -> bool:
     return True
 
 
-def health_app(ready: Callable[[], bool]) -> web.Application:
-    """``/healthz`` (the event loop answers); ``/readyz`` (caches synced, controllers running)."""
+def health_app(ready: Callable[[], bool], draining: Callable[[], bool] = lambda: False) -> web.Application:
+    """``/healthz`` (the event loop answers); ``/readyz`` (caches synced, controllers running, not shutting down)."""
 
     async def healthz(_: web.Request) -> web.Response:
         return web.Response(text="ok")
 
     async def readyz(_: web.Request) -> web.Response:
+        if draining():
+            return web.Response(status=503, text="not ready: shutting down")
         return web.Response(text="ok") if ready() else web.Response(status=503, text="not ready: caches syncing")
 
     app = web.Application()
@@ -247,10 +249,11 @@ class Endpoints:
     """Both listeners of one process; ``start`` raises ``ServingError`` (one line) when one cannot be served."""
 
     def __init__(self, serving: Serving, metrics: Metrics, ready: Callable[[], bool], api: ApiClient,
-                 durations: Durations = Durations()) -> None:  # fmt: skip
+                 durations: Durations = Durations(), draining: Callable[[], bool] = lambda: False) -> None:  # fmt: skip
         self.serving = serving
         self.metrics = metrics
         self.ready = ready
+        self.draining = draining
         self.access = MetricsAccess(api, durations) if serving.secure else None
         self.metrics_port: int | None = None
         self.health_port: int | None = None
@@ -260,7 +263,7 @@ class Endpoints:
     async def start(self) -> None:
         try:
             if self.serving.health is not None:
-                self.health_port = await self._serve(health_app(self.ready), self.serving.health,
+                self.health_port = await self._serve(health_app(self.ready, self.draining), self.serving.health,
                                                      "--health-probe-bind-address", None)  # fmt: skip
             if self.serving.metrics is not None:
                 self.metrics_port = await self._serve(metrics_app(self.metrics, self.access), self.serving.metrics,

@@ -378,3 +378,156 @@ def test_the_hosts_kernel_settings_are_unchanged(kind: KindEnvironment) -> None:
 
     assert kind.host_settings_before, "the provider recorded the host's settings before the clusters started"
     assert host_settings() == kind.host_settings_before
+
+
+DEPLOYMENT = f"/apis/apps/v1/namespaces/{SYSTEM}/deployments/multikueue-controller"
+
+
+async def _dispatcher_pods(api: dict[str, ApiClient]) -> list[Object]:
+    listed = await api["manager"].request("GET", f"/api/v1/namespaces/{SYSTEM}/pods",
+                                          query={"labelSelector": "app.kubernetes.io/name=multikueue"})  # fmt: skip
+    pods: list[Object] = listed["items"]
+    return pods
+
+
+def _settled(deployment: Object, pods: list[Object]) -> bool:
+    """Rolled out (every replica of the newest template ready) and no old Pod still terminating."""
+    spec, status = deployment["spec"], deployment.get("status") or {}
+    rolled = status.get("observedGeneration", 0) >= deployment["metadata"]["generation"] and all(
+        status.get(field) == spec["replicas"] for field in ("replicas", "updatedReplicas", "readyReplicas")
+    )
+    return rolled and len(pods) == spec["replicas"] and not any(p["metadata"].get("deletionTimestamp") for p in pods)
+
+
+async def _rolled_out(kind: KindEnvironment, api: dict[str, ApiClient], what: str) -> None:
+    async def state() -> tuple[Object, list[Object]]:
+        return await api["manager"].request("GET", DEPLOYMENT), await _dispatcher_pods(api)
+
+    await eventually(state, until=lambda s: _settled(*s), timeout=300, interval=1,
+                     what=f"{what}\n{kind.dispatcher_log()}")  # fmt: skip
+
+
+async def _restart(api: dict[str, ApiClient], stamp: str) -> None:
+    """``kubectl rollout restart``: a new annotation on the Pod template."""
+    patch = {"spec": {"template": {"metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": stamp}}}}}
+    await k8s_client.AppsV1Api(k8s(api["manager"])).patch_namespaced_deployment("multikueue-controller", SYSTEM, patch)
+
+
+async def test_no_create_is_refused_while_the_leader_pod_goes_and_the_deployment_rolls(
+    kind: KindEnvironment, api: dict[str, ApiClient]
+) -> None:
+    """config/integration's webhook (failurePolicy Fail) answers through a graceful deletion of the leader Pod and
+    a rolling restart: a stream of queued PipelineRun creates (5/s, bounded) sees no refusal, and every run
+    created exists, held by the webhook. The queue named is one no LocalQueue serves: nothing is admitted or run."""
+    from e2e.wiring import apply_manifests, kubectl
+
+    config = ROOT / "examples" / "tekton" / "integration-config.yaml"
+    configmap = kind.run_kubectl("manager", "-n", SYSTEM, "create", "configmap", "multikueue-config",
+                                 f"--from-file=controller_manager_config.yaml={config}", "--dry-run=client",
+                                 "-o", "yaml")  # fmt: skip
+    runs = Objects(api["manager"], PIPELINERUNS)
+    created: list[str] = []
+    refused: list[str] = []
+
+    def body(name: str) -> Object:
+        run = _example()
+        run["metadata"]["name"] = name
+        run["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "kind-rollout-nowhere"
+        return run
+
+    probes = iter(range(1000))
+
+    async def held() -> bool:  # each attempt its own name: one admitted unheld must not turn into AlreadyExists
+        made = await runs.create(body(f"kind-rollout-probe-{next(probes)}"), NAMESPACE)
+        return bool(made["spec"].get("status") == "PipelineRunPending")
+
+    async def stream(limit: int) -> None:
+        for i in range(limit):
+            name = f"kind-rollout-{i}"
+            try:
+                with anyio.fail_after(15):
+                    made = await runs.create(body(name), NAMESPACE)
+            except Exception as e:  # every refusal is recorded, whatever its kind
+                refused.append(f"{name}: {type(e).__name__}: {e}")
+            else:
+                assert made["spec"].get("status") == "PipelineRunPending", f"{name} not held by the webhook"
+                created.append(name)
+            await anyio.sleep(0.2)  # pacing: 5 creates a second
+
+    async def answered() -> int:
+        return len(created) + len(refused)
+
+    try:
+        await anyio.to_thread.run_sync(lambda: kind.run_kubectl("manager", "apply", "--server-side", "-k",
+                                                                str(ROOT / "config" / "integration")))  # fmt: skip
+        await anyio.to_thread.run_sync(
+            lambda: kubectl(kind, "manager", "apply", "--server-side", "-f", "-", stdin=configmap)
+        )
+        await _restart(api, "integration-installed")  # the webhook is started with the process
+        await _rolled_out(kind, api, "the dispatcher restarted with the integration")
+        await eventually(held, timeout=120, interval=1, what="the webhook holds a create")
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(stream, 600)  # ~120 s at most
+            await eventually(answered, until=lambda n: n >= 10, what="creates flow")
+
+            # a Lease left by a Pod gone (not given up) names it until a standby takes it over
+            async def live_leader() -> tuple[str, set[str]]:
+                running = {p["metadata"]["name"] for p in await _dispatcher_pods(api)
+                           if not p["metadata"].get("deletionTimestamp")}  # fmt: skip
+                return await _leader_pod(kind, api), running
+
+            leader, _ = await eventually(live_leader, until=lambda found: found[0] in found[1], timeout=60,
+                                         what="a leader among the running Pods")  # fmt: skip
+            await anyio.to_thread.run_sync(
+                lambda: kind.run_kubectl("manager", "-n", SYSTEM, "delete", "pod", leader, "--wait=false")
+            )
+            await _rolled_out(kind, api, "the leader's Pod replaced")
+            await _restart(api, "rolling")
+            await _rolled_out(kind, api, "the rolling restart complete")
+            after = await answered()
+            await eventually(answered, until=lambda n: n >= after + 10, what="creates after the last old Pod is gone")
+            group.cancel_scope.cancel()
+
+        sys.stderr.write(f"\n[kind] {len(created)} creates answered, {len(refused)} refused\n")
+        assert refused == [], f"{len(refused)} of {len(created) + len(refused)} creates refused:\n" + "\n".join(
+            refused[:10]
+        )
+        assert len(created) >= 30
+        for name in created:
+            stored = await runs.get(name, NAMESPACE)
+            assert stored is not None, f"{name} was answered but does not exist"
+            assert stored["spec"].get("status") == "PipelineRunPending"
+    finally:
+        await anyio.to_thread.run_sync(
+            lambda: kind.run_kubectl(
+                "manager",
+                "-n",
+                NAMESPACE,
+                "delete",
+                "pipelineruns",
+                "-l",
+                "kueue.x-k8s.io/queue-name=kind-rollout-nowhere",
+                "--wait=false",
+            )
+        )
+        # config/manager as the suite's other scenarios expect it: the integration's objects gone, its text back
+        await anyio.to_thread.run_sync(
+            lambda: kind.run_kubectl(
+                "manager",
+                "delete",
+                "--ignore-not-found",
+                "mutatingwebhookconfiguration/multikueue-mutating-webhook",
+                "clusterrolebinding/multikueue-integration",
+                "clusterrole/multikueue-integration",
+                "-n",
+                SYSTEM,
+                "service/multikueue-webhook",
+                "rolebinding/multikueue-webhook-cert",
+                "role/multikueue-webhook-cert",
+                "secret/multikueue-webhook-cert",
+            )
+        )
+        await anyio.to_thread.run_sync(lambda: apply_manifests(kind))
+        await _restart(api, "integration-removed")
+        await _rolled_out(kind, api, "the dispatcher back without the integration")

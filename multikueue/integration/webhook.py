@@ -31,6 +31,7 @@ from multikueue.pki import CertificateAuthority, KeyPair
 log = structlog.get_logger(__name__)
 Object = dict[str, Any]
 PATH = "/mutate"
+SHUTDOWN_TIMEOUT = 10.0  # seconds requests in flight have to finish when the server stops (answers take ms)
 
 
 def review(request: Object, integrations: dict[GroupVersionKind, Integration]) -> Object:
@@ -53,13 +54,17 @@ def review(request: Object, integrations: dict[GroupVersionKind, Integration]) -
     return {"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "response": response}
 
 
-def _app(integrations: Callable[[], dict[GroupVersionKind, Integration]]) -> web.Application:
+def _app(integrations: Callable[[], dict[GroupVersionKind, Integration]], draining: Callable[[], bool]
+         ) -> web.Application:  # fmt: skip
     async def mutate(request: web.Request) -> web.Response:
         try:
             document = await request.json()
         except ValueError:
             return web.json_response({"error": "the body is not JSON"}, status=400)
-        return web.json_response(review(document, integrations()))
+        response = web.json_response(review(document, integrations()))
+        if draining():  # "Connection: close": the API server's next call opens a connection to a replica staying
+            response.force_close()
+        return response
 
     app = web.Application(client_max_size=8 * 1024 * 1024)
     app.router.add_post(PATH, mutate)
@@ -162,6 +167,7 @@ class WebhookServer:
         self.integrations = integrations
         self.port: int | None = None
         self.ca_pem: bytes | None = None
+        self.draining = False  # shutting down: answer, but let no connection be reused
         self._runner: web.AppRunner | None = None
         self._dir = tempfile.TemporaryDirectory(prefix="multikueue-webhook-")
 
@@ -170,7 +176,9 @@ class WebhookServer:
         context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
         context.minimum_version = ssl.TLSVersion.TLSv1_2
         context.load_cert_chain(cert, key)
-        self._runner = web.AppRunner(_app(self.integrations), access_log=None)
+        self._runner = web.AppRunner(
+            _app(self.integrations, lambda: self.draining), access_log=None, shutdown_timeout=SHUTDOWN_TIMEOUT
+        )
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.options.host, self.options.port, ssl_context=context)
         await site.start()

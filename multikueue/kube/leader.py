@@ -45,6 +45,18 @@ def next_spec(current: Object | None, identity: str, lease_duration: int, now: s
     }
 
 
+def released_spec(current: Object, now: str) -> Object:
+    """The spec a leader writes to give the Lease up (client-go's ``ReleaseOnCancel``): no holder, so a standby
+    takes it at its next attempt instead of waiting out ``leaseDurationSeconds``."""
+    return {
+        "holderIdentity": "",
+        "leaseDurationSeconds": 1,
+        "acquireTime": now,
+        "renewTime": now,
+        "leaseTransitions": int(current.get("leaseTransitions") or 0),
+    }
+
+
 @dataclass
 class Election:
     api: ApiClient
@@ -92,6 +104,24 @@ class Election:
         written: Object = await self.api.request("PUT", self.path, body=lease)  # carries the resourceVersion read
         self.observed, self.observed_at = written.get("spec") or {}, time.monotonic()
         return True
+
+    async def release(self) -> bool:
+        """Give the Lease up if this candidate holds it; ``False`` when it does not or the API did not answer."""
+        try:
+            lease: Object = await self.api.request("GET", self.path)
+            if (lease.get("spec") or {}).get("holderIdentity") != self.identity:
+                return False
+            lease["spec"] = released_spec(lease.get("spec") or {}, _now())
+            await self.api.request("PUT", self.path, body=lease)  # carries the resourceVersion read
+        except KubeError as e:
+            log.warning("leader lease not released", lease=f"{self.namespace}/{self.name}", error=describe(e))
+            return False
+        return True
+
+
+async def release(api: ApiClient, *, namespace: str, name: str, identity: str) -> bool:
+    """Give up the Lease ``identity`` holds, once its reconciles have stopped: the next leader starts at once."""
+    return await Election(api, namespace, name, identity, lease_duration=1).release()
 
 
 async def _renewed_within(election: Election, renew_deadline: float, retry_period: float) -> bool:

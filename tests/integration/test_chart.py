@@ -99,6 +99,21 @@ async def test_the_charts_service_monitor_is_config_monitorings(helm: Path, test
     assert service == [{"name": "https", "port": 8443, "targetPort": "metrics"}]
 
 
+async def test_the_disruption_budget_needs_two_replicas_and_the_shutdown_delay_is_passed_on(helm: Path) -> None:
+    budget = ("PodDisruptionBudget", "multikueue-controller")
+    default = await _template(helm)
+    selector = {"matchLabels": {"app.kubernetes.io/name": "multikueue"}}
+    assert default[budget]["spec"] == {"maxUnavailable": 1, "selector": selector}
+    assert budget not in await _template(helm, "--set", "replicas=1"), "with one replica it would block every drain"
+    assert budget not in await _template(helm, "--set", "podDisruptionBudget.enabled=false")
+    pod = default[("Deployment", "multikueue-controller")]["spec"]["template"]["spec"]
+    assert not [a for a in pod["containers"][0]["args"] if a.startswith("--shutdown-delay")], "5 s: the default"
+    longer = await _template(helm, "--set", "shutdownDelay=12", "--set", "terminationGracePeriodSeconds=40")
+    pod = longer[("Deployment", "multikueue-controller")]["spec"]["template"]["spec"]
+    assert "--shutdown-delay=12" in pod["containers"][0]["args"]
+    assert pod["terminationGracePeriodSeconds"] == 40
+
+
 async def test_the_metrics_certificate_comes_from_the_secret_given(helm: Path) -> None:
     default = (await _template(helm))[("Deployment", "multikueue-controller")]["spec"]["template"]["spec"]
     given = (await _template(helm, "--set", "metrics.certSecret=metrics-tls"))[("Deployment", "multikueue-controller")]

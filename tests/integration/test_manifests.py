@@ -83,6 +83,7 @@ async def test_the_manifests_pass_server_side_dry_run(testbed: TestBed) -> None:
             "RoleBinding",
             "ConfigMap",
             "Deployment",
+            "PodDisruptionBudget",  # a drain evicts one replica at a time
             "Service",
         ]
     )

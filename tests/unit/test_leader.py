@@ -7,7 +7,7 @@ from typing import Any
 
 from multikueue.kube.client import ApiClient
 from multikueue.kube.kubeconfig import ClusterAccess
-from multikueue.kube.leader import Election, next_spec
+from multikueue.kube.leader import Election, next_spec, released_spec
 
 
 def test_a_new_holder_counts_a_transition_and_a_renewal_keeps_the_acquire_time() -> None:
@@ -36,3 +36,13 @@ def test_another_holder_counts_as_expired_only_after_its_lease_duration_by_our_o
     assert election.held_by_another(renewed), "a renewal seen restarts the count"
     assert not election.held_by_another({**held, "holderIdentity": "me"})
     assert not election.held_by_another({"holderIdentity": ""})
+
+
+def test_a_released_lease_has_no_holder_and_is_free_to_the_next_candidate_at_once() -> None:
+    held = next_spec({"holderIdentity": "a", "leaseTransitions": 2}, "b", 15, "t0")
+    released = released_spec(held, "t1")
+    assert released == {"holderIdentity": "", "leaseDurationSeconds": 1, "acquireTime": "t1", "renewTime": "t1",
+                        "leaseTransitions": 3}  # fmt: skip
+    election = Election(ApiClient(ClusterAccess(server="http://127.0.0.1:1")), "ns", "lease", "c", 15)
+    assert not election.held_by_another(released), "a standby need not wait out the old leader's duration"
+    assert next_spec(released, "c", 15, "t2")["holderIdentity"] == "c"
