@@ -301,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     minimal = mixes.minimal_mix(mix["mode"], mix["workers"], n)
     result = {
         "mix": args.mix.name,
+        "mix_source": mix.get("source", ""),  # the dispatcher's commit the drain and the own mix were measured at
         "replayed_mix": "minimal" if args.minimal else "own",
         "requests_per_run_own_mix": mixes.per_run(measured) / n,
         "requests_per_run_minimal_mix": mixes.per_run(minimal) / n,

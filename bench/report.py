@@ -65,11 +65,11 @@ def load(kind: str = "run", directory: Path = RESULTS) -> list[Result]:
 
 
 def ceilings(results: list[dict[str, Any]]) -> str:
-    rows = ["| mode | W | N | mix replayed (requests/run) | ceiling objects/s (requests/s) | dispatcher drain /s "
-            "| fraction |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+    rows = ["| mode | commit | W | N | mix replayed (requests/run) | ceiling objects/s (requests/s) "
+            "| dispatcher drain /s | fraction |", "|---|---|---|---|---|---|---|---|"]  # fmt: skip
     for r in results:
         replay = r["replay"]
-        rows.append(f"| {row_label(r)} | {r['workers']} | {r['objects']} "
+        rows.append(f"| {row_label(r)} | {r.get('mix_source') or 'older'} | {r['workers']} | {r['objects']} "
                     f"| {r.get('replayed_mix', 'own')} ({r['requests_per_object_replayed']:.2f}) "
                     f"| {r['ceiling_objects_per_s']:.1f} ({replay['requests_per_s']:.0f}) "
                     f"| {r['dispatcher_objects_per_s']:.1f} | {r['fraction_of_ceiling']:.2f} |")  # fmt: skip
@@ -77,7 +77,7 @@ def ceilings(results: list[dict[str, Any]]) -> str:
     for r in overheads:
         extra = "; ".join(f"{cluster}: " + ", ".join(f"{k} {v / r['objects']:.2f}" for k, v in sorted(counts.items()))
                           for cluster, counts in r["overhead_requests"].items())  # fmt: skip
-        rows.append(f"\n{row_label(r)}, W = {r['workers']}, from {r['mix']}: "
+        rows.append(f"\n{row_label(r)}, W = {r['workers']}, from {r['mix']} ({r.get('mix_source') or 'older'}): "
                     f"{r['requests_per_run_own_mix']:.2f} requests per run against a minimal "
                     f"{r['requests_per_run_minimal_mix']:.2f}; beyond it, per run: {extra or 'nothing'}.")  # fmt: skip
     return "\n".join(rows)
