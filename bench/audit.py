@@ -105,10 +105,12 @@ def _resource(event: dict[str, Any]) -> str:
     return str(ref["resource"]) + (f"/{ref['subresource']}" if ref.get("subresource") else "")
 
 
-def creates_by_name(cluster: Cluster, user: str, resource: str) -> dict[str, int]:
-    """Successful creates of ``resource`` by ``user`` on ``cluster``, by object name, over the whole audit log."""
+def creates_by_name(cluster: Cluster, user: str, resource: str) -> dict[str, tuple[int, int]]:
+    """Creates of ``resource`` by ``user`` on ``cluster``, by object name, over the whole audit log: (answered 2xx,
+    outcome unknown). A create answered 5xx or not at all (its client gave up, e.g. while etcd was paused) may still
+    have been carried out: it is counted apart, never as "not created"."""
     path = cluster.directory / LOG
-    created: dict[str, int] = {}
+    created: dict[str, tuple[int, int]] = {}
     if not path.exists():
         return created
     with path.open("rb") as log:
@@ -118,9 +120,14 @@ def creates_by_name(cluster: Cluster, user: str, resource: str) -> dict[str, int
             except ValueError:
                 continue
             ref = event.get("objectRef") or {}
+            if (event.get("verb") != "create" or ref.get("resource") != resource or ref.get("subresource")
+                    or event["user"]["username"] != user):  # fmt: skip
+                continue
             code = (event.get("responseStatus") or {}).get("code", 0)
-            if (event.get("verb") == "create" and ref.get("resource") == resource and not ref.get("subresource")
-                    and event["user"]["username"] == user and 200 <= code < 300):  # fmt: skip
-                name = ref.get("name") or "?"
-                created[name] = created.get(name, 0) + 1
+            done, unknown = created.get(ref.get("name") or "?", (0, 0))
+            if 200 <= code < 300:
+                done += 1
+            elif code >= 500 or code == 0:
+                unknown += 1
+            created[ref.get("name") or "?"] = (done, unknown)
     return created

@@ -113,6 +113,7 @@ class Soak:
             if run is None:
                 return
             lives = run.lives.setdefault(self.names[worker], [])
+            run.uids.add(obj["metadata"].get("uid", ""))
             if kind == ADDED:
                 lives.append((self._now(), None))
                 self.dispatched.setdefault(name, time.monotonic())
@@ -393,19 +394,20 @@ async def soak_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
     for replica in replicas:
         replica.stop()
     soak.leftovers()
-    creates = audit_creates(bed, workers, soak.names)
-    for name, per_worker in creates.items():
+    for name, per_worker in audit_creates(bed, workers, soak.names).items():
         if name in soak.observed:
-            soak.observed[name].creates = per_worker
+            soak.observed[name].creates = {w: done for w, (done, _) in per_worker.items() if done}
+            soak.observed[name].uncertain_creates = sum(unknown for _, unknown in per_worker.values())
     for client in soak.api.values():
         await client.close()
     return result(args, soak, schedule, drained, leader_recovery, worker_recovery, replicas)
 
 
-def audit_creates(bed: TestBed, workers: list[str], names: dict[str, str]) -> dict[str, dict[str, int]]:
-    """Run name -> {worker: successful creates of its object there}, from the workers' audit logs."""
+def audit_creates(bed: TestBed, workers: list[str], names: dict[str, str]) -> dict[str, dict[str, tuple[int, int]]]:
+    """Run name -> {worker: (creates of its object there answered 2xx, with no certain answer)}, from the workers'
+    audit logs."""
     user = audit.user(NAMESPACE, DISPATCHER_ACCOUNT)
-    out: dict[str, dict[str, int]] = {}
+    out: dict[str, dict[str, tuple[int, int]]] = {}
     for w in workers:
         for name, count in audit.creates_by_name(bed.cluster(w), user, PIPELINERUNS.plural).items():
             out.setdefault(name, {})[names[w]] = count
