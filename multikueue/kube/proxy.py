@@ -20,34 +20,39 @@ def exempt(host: str, port: int | None, no_proxy: str) -> bool:
     an IP address or CIDR range holding it, a domain that is the host or a parent of it (``.example.com``: its
     subdomains only); an entry with a port only for that port."""
     host = host.lower().strip("[]")
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        address = None
+    address = _address(host)
     if host == "localhost" or (address is not None and address.is_loopback):
         return True
-    for entry in (e.strip().lower() for e in no_proxy.split(",")):
-        if not entry:
-            continue
-        if entry == "*":
-            return True
-        if address is not None and "/" in entry:
-            try:
-                if address in ipaddress.ip_network(entry, strict=False):
-                    return True
-            except ValueError:
-                pass
-            continue
-        name, _, wanted = entry.rpartition(":") if entry.count(":") == 1 else (entry, "", "")
-        if wanted and (not wanted.isdigit() or int(wanted) != port):
-            continue
-        name = name.strip("[]")
-        if name.startswith("."):  # subdomains only
-            if host.endswith(name):
-                return True
-        elif host == name or host.endswith("." + name):
-            return True
-    return False
+    entries = (e.strip().lower() for e in no_proxy.split(","))
+    return any(_covers(entry, host, address, port) for entry in entries if entry)
+
+
+def _address(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    try:
+        return ipaddress.ip_address(text)
+    except ValueError:
+        return None
+
+
+def _covers(
+    entry: str, host: str, address: ipaddress.IPv4Address | ipaddress.IPv6Address | None, port: int | None
+) -> bool:
+    if entry == "*":
+        return True
+    if "/" in entry:  # a CIDR range
+        try:
+            return address is not None and address in ipaddress.ip_network(entry, strict=False)
+        except ValueError:
+            return False
+    name, wanted = entry, ""
+    if entry.count(":") == 1 or (entry.startswith("[") and "]:" in entry):  # host:port ([v6]:port)
+        name, _, wanted = entry.rpartition(":")
+    if wanted and (not wanted.isdigit() or int(wanted) != port):
+        return False
+    name = name.strip("[]")
+    if name.startswith("."):  # subdomains only
+        return host.endswith(name)
+    return host == name or host.endswith("." + name)
 
 
 def environment_proxy(server: str, environ: Mapping[str, str] | None = None) -> str | None:
