@@ -18,6 +18,8 @@ lint: $(VENV)/.installed
 	$(BIN)/ruff format --check multikueue tests e2e bench
 	@echo "==> import contracts (the layers in docs/architecture.md)"
 	$(BIN)/lint-imports
+	@echo "==> every imported distribution declared, none unused (deptry)"
+	$(BIN)/deptry .
 
 typecheck: $(VENV)/.installed
 	@echo "==> mypy (strict)"

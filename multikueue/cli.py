@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import signal
 import sys
 import threading
@@ -12,7 +13,6 @@ from typing import Any
 
 from multikueue import __version__
 from multikueue.shutdown import DEFAULT_SHUTDOWN_DELAY, drain_delay
-from multikueue.testing.binaries import OPTIONAL_KUBERNETES_COMMANDS
 
 
 def _build_parser() -> argparse.ArgumentParser:
@@ -176,10 +176,22 @@ def _build_parser() -> argparse.ArgumentParser:
         "--extra",
         action="append",
         default=[],
-        choices=OPTIONAL_KUBERNETES_COMMANDS,
+        choices=OPTIONAL_KUBERNETES_COMMANDS,  # kept in step with multikueue.testing.binaries (a unit test)
         help="also build this optional program (repeatable)",
     )
     return parser
+
+
+OPTIONAL_KUBERNETES_COMMANDS = ("kube-controller-manager", "kube-scheduler", "kubelet", "kubeadm", "kube-proxy")
+"""What ``testbed binaries --extra`` may build (multikueue.testing.binaries's list, kept equal by a unit test: the
+controller's CLI imports nothing of the test bed until a test-bed command runs)."""
+
+
+def _without_test_bed(command: str) -> str | None:
+    """The one line for a test-bed command in an installation without the test bed's extra, or ``None``."""
+    if importlib.util.find_spec("kubernetes_asyncio") is not None:
+        return None
+    return f"multikueue: `multikueue {command}` needs the local test bed: pip install 'multikueue[testbed]'"
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
@@ -644,6 +656,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _status(args)
         if args.command == "logs":
             return _logs(args)
+        if args.command in ("demo", "testbed") and (missing := _without_test_bed(args.command)) is not None:
+            print(missing, file=sys.stderr)
+            return 2
         if args.command == "demo":
             from multikueue import demo as demo_module
 

@@ -19,15 +19,14 @@ from types import TracebackType
 from typing import Any, Protocol
 
 import aiohttp
-from aiohttp.helpers import get_env_proxy_for_url
 from aiolimiter import AsyncLimiter
-from yarl import URL
 
 from multikueue import __version__
 from multikueue.kube.credentials import Credentials
 from multikueue.kube.errors import refused
 from multikueue.kube.failures import broken, is_transport_failure, unreachable
 from multikueue.kube.kubeconfig import ClusterAccess, access_from_kubeconfig, in_cluster_access
+from multikueue.kube.proxy import environment_proxy
 
 
 @dataclass(frozen=True)
@@ -87,19 +86,6 @@ class RateLimit(Protocol):
 def rate_limit(qps: float, burst: int) -> AsyncLimiter:
     """``burst`` requests at once, refilled at ``qps`` per second (client-go's token-bucket semantics)."""
     return AsyncLimiter(max_rate=burst, time_period=burst / qps)
-
-
-def environment_proxy(server: str) -> str | None:
-    """The proxy the environment names for ``server`` (HTTPS_PROXY, NO_PROXY, credentials in the URL or netrc),
-    read once per client as client-go does: aiohttp's ``trust_env`` would look it up in a worker thread on every
-    request (two thread hops and a file open per call, a fifth of this controller's CPU under load). netrc is never
-    used to authenticate to the cluster itself."""
-    try:
-        proxy, auth = get_env_proxy_for_url(URL(server))
-    except LookupError:
-        return None
-    # Credentials ride in the URL: aiohttp turns them into Proxy-Authorization, for CONNECT and plain requests alike.
-    return str(proxy if auth is None else proxy.with_user(auth.login).with_password(auth.password))
 
 
 class Lines:

@@ -22,6 +22,7 @@ from multikueue.kube.kubeconfig import (
     in_cluster_access,
     read_kubeconfig,
 )
+from multikueue.kube.proxy import environment_proxy
 
 
 def test_rate_limit_has_client_go_semantics() -> None:
@@ -274,3 +275,29 @@ async def test_uvloops_descriptor_reuse_on_connect_is_a_failed_connection_not_a_
     with pytest.raises(RuntimeError, match="Session is closed"):
         await api.request("GET", "/version")
     await api.close()
+
+
+@pytest.mark.parametrize(
+    ("server", "environ", "proxy"),
+    [
+        ("https://k.example.com:6443", {"HTTPS_PROXY": "http://p:3128"}, "http://p:3128"),
+        ("https://k.example.com:6443", {"https_proxy": "http://lower:3128"}, "http://lower:3128"),
+        ("https://k.example.com:6443", {"HTTPS_PROXY": "http://up:1", "https_proxy": "http://low:1"}, "http://up:1"),
+        ("https://k.example.com:6443", {"HTTP_PROXY": "http://p:3128"}, None),  # https takes HTTPS_PROXY only
+        ("http://k.example.com:8080", {"HTTP_PROXY": "http://p:3128"}, "http://p:3128"),
+        ("https://k.example.com:6443", {"HTTPS_PROXY": "http://p:1", "NO_PROXY": "example.com"}, None),
+        ("https://example.com:6443", {"HTTPS_PROXY": "http://p:1", "NO_PROXY": ".example.com"}, "http://p:1"),
+        ("https://k.example.com:6443", {"HTTPS_PROXY": "http://p:1", "NO_PROXY": ".example.com"}, None),
+        ("https://k.example.com:6443", {"HTTPS_PROXY": "http://p:1", "NO_PROXY": "k.example.com:443"}, "http://p:1"),
+        ("https://k.example.com:6443", {"HTTPS_PROXY": "http://p:1", "NO_PROXY": "k.example.com:6443"}, None),
+        ("https://10.1.2.3:6443", {"HTTPS_PROXY": "http://p:1", "NO_PROXY": "10.0.0.0/8"}, None),
+        ("https://[fd00::1]:6443", {"HTTPS_PROXY": "http://p:1", "NO_PROXY": "fd00::/8"}, None),
+        ("https://10.1.2.3:6443", {"HTTPS_PROXY": "http://p:1", "NO_PROXY": "192.168.0.0/16,other"}, "http://p:1"),
+        ("https://k.example.com:6443", {"HTTPS_PROXY": "http://p:1", "NO_PROXY": "*"}, None),
+        ("https://127.0.0.1:6443", {"HTTPS_PROXY": "http://p:1"}, None),  # the loopback never, as Go's
+        ("https://localhost:6443", {"HTTPS_PROXY": "http://p:1"}, None),
+        ("https://notexample.com:6443", {"HTTPS_PROXY": "http://p:1", "NO_PROXY": "example.com"}, "http://p:1"),
+    ],
+)
+def test_the_environments_proxy_as_go_reads_it(server: str, environ: dict[str, str], proxy: str | None) -> None:
+    assert environment_proxy(server, environ) == proxy
