@@ -339,7 +339,7 @@ async def test_the_helm_chart_installs_dispatches_and_uninstalls_leaving_nothing
     helm = [str(helm_binary()), "--kubeconfig", str(kind.kubeconfig_path), "--kube-context", "manager", "-n", SYSTEM]
     namespaced = ["deployment/multikueue-controller", "configmap/multikueue-config", "service/multikueue-metrics",
                   "serviceaccount/multikueue-controller", "role/multikueue-controller",
-                  "rolebinding/multikueue-controller"]  # fmt: skip
+                  "rolebinding/multikueue-controller", "poddisruptionbudget/multikueue-controller"]  # fmt: skip
     cluster_wide = ["clusterrole/multikueue-controller", "clusterrolebinding/multikueue-controller",
                     "clusterrole/multikueue-metrics-reader"]  # fmt: skip
 
