@@ -268,9 +268,9 @@ def main(argv: list[str] | None = None) -> int:
     if not mix.get("dispatch_phase_requests"):
         parser.error(f"--mix {args.mix}: no dispatch_phase_requests (made before they were recorded: run it again)")
     n = int(mix["objects"])
-    measured = mix["dispatch_phase_requests"]
+    measured, minimal = mix["dispatch_phase_requests"], mixes.minimal_mix(mix["mode"], mix["workers"], n)
     if args.minimal:  # the requests MultiKueue's model needs, whoever dispatches; the run's drain rate is kept
-        mix = {**mix, "dispatch_phase_requests": mixes.minimal_mix(mix["mode"], mix["workers"], n)}
+        mix = {**mix, "dispatch_phase_requests": minimal}
     replayer = binary()
     clusters = ("manager", *(f"worker{i + 1}" for i in range(mix["workers"])))
     users = [audit.user(NAMESPACE, "bench-dispatcher")]
@@ -298,7 +298,6 @@ def main(argv: list[str] | None = None) -> int:
             return 1
     replayed = json.loads(done.stdout)
     drain = mix["dispatch_throughput_per_s"]
-    minimal = mixes.minimal_mix(mix["mode"], mix["workers"], n)
     result = {
         "mix": args.mix.name,
         "mix_source": mix.get("source", ""),  # the dispatcher's commit the drain and the own mix were measured at

@@ -27,6 +27,7 @@ import anyio
 import yaml
 
 from bench.dispatcher import Dispatcher
+from bench.faults import Outages, ticks
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import Objects, Resource
 from multikueue.testing.testbed import TestBed
@@ -51,7 +52,7 @@ class Fault:
 
 @dataclass
 class Schedule:
-    """Injects the faults and keeps their log; ``down`` is what is out right now (workers, "etcd")."""
+    """Injects the faults and keeps their log; ``outages`` is what is out right now (workers, etcd, the manager)."""
 
     bed: TestBed
     replicas: list[Dispatcher]
@@ -64,20 +65,15 @@ class Schedule:
     started: float
     kinds: tuple[str, ...] = CYCLE
     log: list[Fault] = field(default_factory=list)
-    down: set[str] = field(default_factory=set)
+    outages: Outages = field(default_factory=Outages)
     leader_kills: list[float] = field(default_factory=list)  # monotonic times
     returns: list[tuple[str, float]] = field(default_factory=list)  # (worker, monotonic time it was back)
     on_return: Callable[[str, float], object] | None = None  # told when a worker is back
-    _back: anyio.Event = field(default_factory=anyio.Event)
     _reloads: int = 0
 
     async def every(self, interval: float, stop: anyio.Event, tg: Any) -> None:
         """One fault every ``interval`` seconds, in turn, until ``stop`` (bounded in count)."""
-        for i in range(100_000):
-            with anyio.move_on_after(interval):
-                await stop.wait()
-            if stop.is_set():
-                return
+        async for i in ticks(interval, stop):
             kind = self.kinds[i % len(self.kinds)]
             try:
                 await self.inject(kind, tg)
@@ -86,10 +82,7 @@ class Schedule:
 
     async def all_back(self) -> None:
         """Until every paused or killed server is back (bounded: the longest outage and a restart)."""
-        with anyio.fail_after(PAUSE_SECONDS[1] + 180):
-            while self.down:
-                self._back = anyio.Event()
-                await self._back.wait()
+        await self.outages.all_back(PAUSE_SECONDS[1] + 180)
 
     async def inject(self, kind: str, tg: Any) -> None:
         inject = {
@@ -104,14 +97,14 @@ class Schedule:
         self.say(f"fault: {kind} {target} {f'for {seconds:g} s' if seconds else ''}".rstrip())
 
     def _victim(self) -> str | None:
-        up = [w for w in self.workers if w not in self.down]
+        up = [w for w in self.workers if w not in self.outages.down]
         return self.rng.choice(up) if up else None
 
     async def _worker_pause(self, tg: Any) -> None:
         if (victim := self._victim()) is None:
             return
         seconds = round(self.rng.uniform(*PAUSE_SECONDS), 1)
-        self.down.add(victim)
+        self.outages.out(victim)
         await anyio.to_thread.run_sync(self.bed.pause_apiserver, victim)
         self._logged("worker-pause", victim, seconds)
         tg.start_soon(self._return, victim, seconds, lambda: self.bed.resume_apiserver(victim, wait=True))
@@ -119,7 +112,7 @@ class Schedule:
     async def _worker_kill(self, tg: Any) -> None:
         if (victim := self._victim()) is None:
             return
-        self.down.add(victim)
+        self.outages.out(victim)
         self.bed.stop_apiserver(victim, kill=True)
         self._logged("worker-kill", victim, KILLED_SECONDS)
         tg.start_soon(self._return, victim, KILLED_SECONDS, lambda: self.bed.start_apiserver(victim))
@@ -127,12 +120,11 @@ class Schedule:
     async def _return(self, victim: str, seconds: float, back: Callable[[], None]) -> None:
         await anyio.sleep(seconds)
         await anyio.to_thread.run_sync(back)
-        self.down.discard(victim)
+        self.outages.back(victim)
         if victim in self.workers:
             self.returns.append((victim, time.monotonic()))
             if self.on_return is not None:
                 self.on_return(victim, time.monotonic())
-        self._back.set()
         self.say(f"{victim} is back")
 
     async def _leader_kill(self, tg: Any) -> None:
@@ -148,14 +140,14 @@ class Schedule:
         self._logged("leader-kill", holder, 0.0)
 
     async def _manager_restart(self, tg: Any) -> None:
-        self.down.add("manager")
+        self.outages.out("manager")
         self.bed.stop_apiserver("manager")
         self._logged("manager-restart", "manager", 0.0)
         tg.start_soon(self._return, "manager", 0.0, lambda: self.bed.start_apiserver("manager"))
 
     async def _etcd_pause(self, tg: Any) -> None:
         seconds = round(self.rng.uniform(*ETCD_SECONDS), 1)
-        self.down.add("etcd")
+        self.outages.out("etcd")
         self.bed.pause_etcd()
         self._logged("etcd-pause", "etcd", seconds)
         tg.start_soon(self._return, "etcd", seconds, self.bed.resume_etcd)
