@@ -243,10 +243,11 @@ async def recovery_after_return(soak: Soak, worker: str, back: float, figures: l
         await anyio.sleep(0.25)
 
 
-async def recovery_after_leader_kill(soak: Soak, killed: float, figures: list[float]) -> None:
-    """From a leader's SIGKILL until the next object is created on a worker (bounded)."""
+async def recovery_after_leader_kill(soak: Soak, killed: float, leader: float, figures: list[float]) -> None:
+    """From a leader's SIGKILL until the first object seen on a worker after the next leader took the Lease (one
+    seen sooner was created by the killed leader) (bounded)."""
     for _ in range(6000):  # 10 minutes at most
-        if after := [t for t in soak.dispatched.values() if t > killed]:
+        if after := [t for t in soak.dispatched.values() if t > leader]:
             figures.append(round(min(after) - killed, 2))
             return
         await anyio.sleep(0.1)
@@ -371,6 +372,7 @@ async def soak_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
     soak = Soak(args, bed, workers)
     replicas = await set_up(args, bed, workdir, soak)
     leader_recovery: list[float] = []
+    new_leader: list[float] = []
     worker_recovery: list[float] = []
     async with anyio.create_task_group() as tg:
         soak.tg = tg
@@ -387,8 +389,10 @@ async def soak_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
         await submit_all(soak, tg)
         stop.set()
         await schedule.all_back()
-        for killed in schedule.leader_kills:
-            tg.start_soon(recovery_after_leader_kill, soak, killed, leader_recovery)
+        for killed, leader in schedule.leader_kills:
+            if leader is not None:
+                new_leader.append(round(leader - killed, 2))
+                tg.start_soon(recovery_after_leader_kill, soak, killed, leader, leader_recovery)
         drained = await drain(soak, args.drain_timeout)
         tg.cancel_scope.cancel()
     for replica in replicas:
@@ -400,7 +404,9 @@ async def soak_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
             soak.observed[name].uncertain_creates = sum(unknown for _, unknown in per_worker.values())
     for client in soak.api.values():
         await client.close()
-    return result(args, soak, schedule, drained, leader_recovery, worker_recovery, replicas)
+    recovery = {"leader_kill_to_new_leader": new_leader, "leader_kill_to_next_dispatch": leader_recovery,
+                "worker_back_to_stale_copies_gone": worker_recovery}  # fmt: skip
+    return result(args, soak, schedule, drained, recovery, replicas)
 
 
 def audit_creates(bed: TestBed, workers: list[str], names: dict[str, str]) -> dict[str, dict[str, tuple[int, int]]]:
@@ -418,8 +424,8 @@ def _percentiles(values: list[float]) -> dict[str, float | None]:
     return {f"p{q}": percentile(values, q) for q in (50, 90, 99)} | {"max": max(values) if values else None}
 
 
-def result(args: argparse.Namespace, soak: Soak, schedule: Schedule, drained: bool, leader_recovery: list[float],
-           worker_recovery: list[float], replicas: list[Dispatcher]) -> dict[str, Any]:  # fmt: skip
+def result(args: argparse.Namespace, soak: Soak, schedule: Schedule, drained: bool, recovery: dict[str, list[float]],
+           replicas: list[Dispatcher]) -> dict[str, Any]:  # fmt: skip
     violations = invariants.check(list(soak.observed.values()))
     finals = {n: soak.final_at[n] - soak.decided_at[n] for n in soak.final_at if n in soak.decided_at}
     fates = {f: sum(1 for v in soak.fate.values() if v == f) for f, _ in FATES}
@@ -434,8 +440,7 @@ def result(args: argparse.Namespace, soak: Soak, schedule: Schedule, drained: bo
         "invariants": invariants.summary(violations),
         "violations": [str(v) for v in violations[:200]],
         "held": not violations and drained,
-        "recovery_s": {"leader_kill_to_next_dispatch": leader_recovery,
-                       "worker_back_to_stale_copies_gone": worker_recovery},
+        "recovery_s": recovery,
         "latency_s": {
             "dispatch": _percentiles([soak.dispatched[n] - soak.submitted[n] for n in soak.dispatched]),
             "status_to_manager": _percentiles(list(finals.values())),

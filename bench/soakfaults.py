@@ -17,6 +17,7 @@ Every outage is far shorter than ``workerLostTimeout`` (15 min): no run may reac
 
 from __future__ import annotations
 
+import contextlib
 import random
 import time
 from collections.abc import Awaitable, Callable
@@ -66,7 +67,8 @@ class Schedule:
     kinds: tuple[str, ...] = CYCLE
     log: list[Fault] = field(default_factory=list)
     outages: Outages = field(default_factory=Outages)
-    leader_kills: list[float] = field(default_factory=list)  # monotonic times
+    # (killed, a new leader acquired the Lease or None if none did within 10 minutes), monotonic times
+    leader_kills: list[tuple[float, float | None]] = field(default_factory=list)
     returns: list[tuple[str, float]] = field(default_factory=list)  # (worker, monotonic time it was back)
     on_return: Callable[[str, float], object] | None = None  # told when a worker is back
     _reloads: int = 0
@@ -134,10 +136,23 @@ class Schedule:
         if replica is None:
             self.say(f"no replica holds the Lease (holder {holder!r}): no leader to kill")
             return
-        self.leader_kills.append(time.monotonic())
+        killed, acquired = time.monotonic(), ((lease or {}).get("spec") or {}).get("acquireTime")
         replica.kill()
         replica.start()
         self._logged("leader-kill", holder, 0.0)
+        tg.start_soon(self._new_leader, killed, acquired)
+
+    async def _new_leader(self, killed: float, acquired: str | None) -> None:
+        """When the Lease is next acquired (by the other replica, or the killed one started again)."""
+        leases = Objects(self.manager(), LEASES)
+        for _ in range(6000):  # 10 minutes at most
+            with contextlib.suppress(Exception):  # the manager may be restarting: try again
+                lease = await leases.get("multikueue-dispatcher", self.config[0])
+                if ((lease or {}).get("spec") or {}).get("acquireTime") not in (None, acquired):
+                    self.leader_kills.append((killed, time.monotonic()))
+                    return
+            await anyio.sleep(0.1)
+        self.leader_kills.append((killed, None))
 
     async def _manager_restart(self, tg: Any) -> None:
         self.outages.out("manager")
