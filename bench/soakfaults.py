@@ -67,7 +67,7 @@ class Schedule:
     kinds: tuple[str, ...] = CYCLE
     log: list[Fault] = field(default_factory=list)
     outages: Outages = field(default_factory=Outages)
-    # (killed, a new leader acquired the Lease or None if none did within 10 minutes), monotonic times
+    # (killed, the Lease next renewed by a live leader or None if not within 10 minutes), monotonic times
     leader_kills: list[tuple[float, float | None]] = field(default_factory=list)
     returns: list[tuple[str, float]] = field(default_factory=list)  # (worker, monotonic time it was back)
     on_return: Callable[[str, float], object] | None = None  # told when a worker is back
@@ -136,19 +136,20 @@ class Schedule:
         if replica is None:
             self.say(f"no replica holds the Lease (holder {holder!r}): no leader to kill")
             return
-        killed, acquired = time.monotonic(), ((lease or {}).get("spec") or {}).get("acquireTime")
+        killed, renewed = time.monotonic(), ((lease or {}).get("spec") or {}).get("renewTime")
         replica.kill()
         replica.start()
         self._logged("leader-kill", holder, 0.0)
-        tg.start_soon(self._new_leader, killed, acquired)
+        tg.start_soon(self._new_leader, killed, renewed)
 
-    async def _new_leader(self, killed: float, acquired: str | None) -> None:
-        """When the Lease is next acquired (by the other replica, or the killed one started again)."""
+    async def _new_leader(self, killed: float, renewed: str | None) -> None:
+        """When the Lease is next renewed: by the other replica once it expires, or by the killed one started again,
+        which keeps its identity (as a restarted Pod keeps its name) and so resumes its own Lease at once."""
         leases = Objects(self.manager(), LEASES)
         for _ in range(6000):  # 10 minutes at most
             with contextlib.suppress(Exception):  # the manager may be restarting: try again
                 lease = await leases.get("multikueue-dispatcher", self.config[0])
-                if ((lease or {}).get("spec") or {}).get("acquireTime") not in (None, acquired):
+                if ((lease or {}).get("spec") or {}).get("renewTime") not in (None, renewed):
                     self.leader_kills.append((killed, time.monotonic()))
                     return
             await anyio.sleep(0.1)

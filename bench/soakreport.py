@@ -37,7 +37,7 @@ def page(r: dict[str, Any], plot: str | None) -> str:
     recovery = r["recovery_s"]
     lines += ["", f"Runs: {r['runs']} ({', '.join(f'{k} {v}' for k, v in r['fates'].items())}); finished on the "
               f"manager {r['finished_on_the_manager']}.",
-              "Recovery: a leader killed -> the Lease taken by the next leader: "
+              "Recovery: a leader killed -> the Lease renewed by a live leader: "
               f"{_figures(recovery.get('leader_kill_to_new_leader', []))}; -> the next object it dispatched: "
               f"{_figures(recovery['leader_kill_to_next_dispatch'])}; "
               f"a worker back -> the Workload copies it kept for runs decided elsewhere gone: "
