@@ -1,4 +1,5 @@
-"""Every result in bench/results/*.json as one table (bench/results/README.md) and one plot (bench/results/plot.png).
+"""Every result in bench/results/*.json as one table (bench/results/README.md) and one plot (bench/results/plot.png);
+for bench/results, also the README's comparison with Kueue (bench/claims.py).
 
 python -m bench.report                      # bench/results
 python -m bench.report --results /tmp/sbs   # another directory's results (its README.md and plot.png)
@@ -293,6 +294,11 @@ def main(argv: list[str] | None = None) -> int:
     limits = load("ceiling", directory)
     tail += f"\n## The machine's ceiling (generated)\n\n{ceilings(limits)}\n" if limits else ""
     readme.write_text(f"{intro}<!-- table -->\n{text}\n{tail}")
+    if directory == RESULTS:
+        from bench import claims  # it reads this module's figures
+
+        if claims.write(results):
+            print(f"wrote the comparison in {claims.README}", file=sys.stderr)
     if not args.no_plot:
         plot(results, directory / "plot.png")
     print(text)

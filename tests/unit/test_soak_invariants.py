@@ -65,3 +65,10 @@ def test_a_create_whose_answer_was_lost_and_one_object_seen_is_created_once() ->
     seen, no 2xx, one uncertain create. (The 3-minute soak in CI found this shape and the checker called it a break.)"""
     lost_answer = dataclasses.replace(healthy(), creates={}, uncertain_creates=1, uids={"uid-1"})
     assert check([lost_answer]) == []
+
+
+def test_without_audit_logs_a_second_creation_is_still_caught_by_its_uid() -> None:
+    unaudited = dataclasses.replace(healthy(), creates={}, audited=False)
+    assert check([unaudited]) == []  # seen once, one UID: nothing audited is not held against it
+    twice = dataclasses.replace(unaudited, uids={"uid-1", "uid-2"})
+    assert [v.invariant for v in check([twice])] == ["never created twice"]
