@@ -10,61 +10,36 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
 import yaml
 from kubernetes_asyncio import client as k8s_client
 
-from e2e.kind.components import STEP_IMAGE
+from e2e.kind.scene import (
+    NAMESPACE,
+    PIPELINERUNS,
+    Object,
+    condition,
+    dispatcher_pods,
+    example,
+    leader_pod,
+    rolled_out,
+    submit,
+)  # fmt: skip
 from e2e.providers import WORKERS, Environment
 from e2e.providers.kind import ROOT, KindEnvironment
 from e2e.wiring import CHECK, SYSTEM
 from multikueue.kube.client import ApiClient
-from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects, Resource
-from multikueue.testing import kueue
+from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects
 from multikueue.testing.client import k8s
 from multikueue.testing.waiting import eventually
-
-PIPELINERUNS = Resource("tekton.dev", "v1", "pipelineruns", "PipelineRun")
-TASKRUNS = Resource("tekton.dev", "v1", "taskruns", "TaskRun")
-NAMESPACE, QUEUE = "team-a", "pipelines-queue"
-Object = dict[str, Any]
 
 
 @pytest.fixture
 def kind(env: Environment) -> KindEnvironment:
     assert isinstance(env, KindEnvironment), "these scenarios run on the kind provider only"
     return env
-
-
-def _example() -> Object:
-    example: Object = yaml.safe_load((ROOT / "examples" / "tekton" / "pipelinerun.yaml").read_text())
-    return example
-
-
-def _step(body: Object) -> Object:
-    step: Object = body["spec"]["pipelineSpec"]["tasks"][0]["taskSpec"]["steps"][0]
-    return step
-
-
-def _condition(obj: Object | None, kind: str) -> Object:
-    found = (c for c in ((obj or {}).get("status") or {}).get("conditions") or [] if c["type"] == kind)
-    return next(found, {})
-
-
-async def _submit(api: dict[str, ApiClient], name: str, script: str | None = None) -> tuple[Object, str]:
-    """The example PipelineRun (the step on the local image; another script if given) and the Workload
-    tekton-kueue would create for it, on the manager."""
-    body = _example()
-    body["metadata"]["name"] = name
-    _step(body)["image"] = STEP_IMAGE
-    if script is not None:
-        _step(body)["script"] = script
-    run = await Objects(api["manager"], PIPELINERUNS).create(body, NAMESPACE)
-    workload = await Objects(api["manager"], WORKLOADS).create(kueue.workload_for(run, queue=QUEUE), NAMESPACE)
-    return run, str(workload["metadata"]["name"])
 
 
 async def _placed(kind: KindEnvironment, api: dict[str, ApiClient], wl: str) -> str:
@@ -97,7 +72,7 @@ def _step_started(pods: list[Object]) -> bool:
 async def _finished(kind: KindEnvironment, api: dict[str, ApiClient], wl: str) -> Object:
     finished = await eventually(
         lambda: Objects(api["manager"], WORKLOADS).get(wl, NAMESPACE),
-        until=lambda w: _condition(w, "Finished").get("status") == "True",
+        until=lambda w: condition(w, "Finished").get("status") == "True",
         timeout=240,
         what=f"manager Workload {wl} Finished\n{kind.dispatcher_log()}",
     )
@@ -125,7 +100,7 @@ async def _nothing_left(kind: KindEnvironment, api: dict[str, ApiClient], wl: st
 async def test_the_example_runs_its_step_on_a_worker_and_finishes_on_the_manager(
     kind: KindEnvironment, api: dict[str, ApiClient]
 ) -> None:
-    run, wl = await _submit(api, "kind-hello")
+    run, wl = await submit(api, "kind-hello")
     winner = await _placed(kind, api, wl)
     started = await eventually(
         lambda: _pods(kind, winner, "kind-hello"),
@@ -144,11 +119,11 @@ async def test_the_example_runs_its_step_on_a_worker_and_finishes_on_the_manager
     assert printed.strip() == "Hello from the manager"
 
     finished = await _finished(kind, api, wl)
-    assert _condition(finished, "Finished").get("reason") == "Succeeded"
+    assert condition(finished, "Finished").get("reason") == "Succeeded"
     manager_run = await Objects(api["manager"], PIPELINERUNS).get("kind-hello", NAMESPACE)
     assert manager_run is not None
     assert manager_run["metadata"]["uid"] == run["metadata"]["uid"]
-    succeeded = _condition(manager_run, "Succeeded")
+    succeeded = condition(manager_run, "Succeeded")
     assert (succeeded.get("status"), succeeded.get("reason")) == ("True", "Succeeded"), manager_run["status"]
     # The worker's Tekton wrote these: its TaskRun's name and the run's completion time, mirrored.
     children = manager_run["status"].get("childReferences") or []
@@ -179,7 +154,7 @@ async def test_status_and_logs_show_the_running_step_from_the_manager(
     """`multikueue status` and `multikueue logs` (the pod selector from the deployed ConfigMap) on a step that
     really runs: where it runs and its output, without a look at the worker; `logs -f` ends when the step does."""
     run = "kind-asked"
-    _, wl = await _submit(api, run, script='#!/bin/sh\necho "the step says hello"\nsleep 15\n')
+    _, wl = await submit(api, run, script='#!/bin/sh\necho "the step says hello"\nsleep 15\n')
     winner = await _placed(kind, api, wl)
     await eventually(lambda: _pods(kind, winner, run), until=_step_started, timeout=180, interval=0.2,
                      what=f"the step container of {run} started on {winner}")  # fmt: skip
@@ -199,7 +174,7 @@ async def test_status_and_logs_show_the_running_step_from_the_manager(
     code, out, err = await _cli(kind, tmp_path, "logs", *what, "-f", "--container", "step-echo", timeout=120)
     assert (code, out.strip()) == (0, "the step says hello"), err
     finished = await _finished(kind, api, wl)
-    assert _condition(finished, "Finished").get("reason") == "Succeeded"
+    assert condition(finished, "Finished").get("reason") == "Succeeded"
     code, out, err = await _cli(kind, tmp_path, "status", *what)
     assert "  why: finished (Succeeded)" in out, out
     await _nothing_left(kind, api, wl, run)
@@ -208,7 +183,7 @@ async def test_status_and_logs_show_the_running_step_from_the_manager(
 async def test_a_cancel_on_the_manager_stops_the_running_step_on_the_worker(
     kind: KindEnvironment, api: dict[str, ApiClient]
 ) -> None:
-    _, wl = await _submit(api, "kind-cancel", script="#!/bin/sh\necho started\nsleep 600\n")
+    _, wl = await submit(api, "kind-cancel", script="#!/bin/sh\necho started\nsleep 600\n")
     winner = await _placed(kind, api, wl)
     running = await eventually(
         lambda: _pods(kind, winner, "kind-cancel"),
@@ -226,9 +201,9 @@ async def test_a_cancel_on_the_manager_stops_the_running_step_on_the_worker(
         what=f"the running step pod {pod} stopped on {winner}\n{kind.dispatcher_log()}",
     )
     finished = await _finished(kind, api, wl)
-    assert _condition(finished, "Finished").get("reason") == "Failed"
+    assert condition(finished, "Finished").get("reason") == "Failed"
     manager_run = await Objects(api["manager"], PIPELINERUNS).get("kind-cancel", NAMESPACE)
-    succeeded = _condition(manager_run, "Succeeded")
+    succeeded = condition(manager_run, "Succeeded")
     assert (succeeded.get("status"), succeeded.get("reason")) == ("False", "Cancelled"), manager_run
     await _nothing_left(kind, api, wl, "kind-cancel")
 
@@ -238,7 +213,7 @@ async def test_a_worker_paused_and_resumed_keeps_its_run_which_then_finishes(
 ) -> None:
     """Within ``workerLostTimeout`` (15 min, config/manager) a lost worker keeps its runs: nothing is sent
     elsewhere, the check stays Ready, and the run carries on when the worker is back."""
-    _, wl = await _submit(api, "kind-paused", script="#!/bin/sh\necho started\nsleep 20\necho done\n")
+    _, wl = await submit(api, "kind-paused", script="#!/bin/sh\necho started\nsleep 20\necho done\n")
     winner = await _placed(kind, api, wl)
     other = next(w for w in WORKERS if w != winner)
     await eventually(
@@ -252,11 +227,11 @@ async def test_a_worker_paused_and_resumed_keeps_its_run_which_then_finishes(
     try:
         lost = await eventually(
             lambda: clusters.get(winner),
-            until=lambda c: _condition(c, "Active").get("status") == "False",
+            until=lambda c: condition(c, "Active").get("status") == "False",
             timeout=120,
             what=f"{winner} Active=False while its node is paused\n{kind.dispatcher_log()}",
         )
-        assert _condition(lost, "Active").get("reason") == "ClientConnectionFailed"
+        assert condition(lost, "Active").get("reason") == "ClientConnectionFailed"
         held = await Objects(api["manager"], WORKLOADS).get(wl, NAMESPACE)
         assert held is not None
         assert held["status"]["clusterName"] == winner
@@ -267,29 +242,20 @@ async def test_a_worker_paused_and_resumed_keeps_its_run_which_then_finishes(
         kind.restore_worker(winner)
     await eventually(
         lambda: clusters.get(winner),
-        until=lambda c: _condition(c, "Active").get("status") == "True",
+        until=lambda c: condition(c, "Active").get("status") == "True",
         timeout=180,
         what=f"{winner} Active again\n{kind.dispatcher_log()}",
     )
     finished = await _finished(kind, api, wl)
-    assert _condition(finished, "Finished").get("reason") == "Succeeded"
+    assert condition(finished, "Finished").get("reason") == "Succeeded"
     assert finished["status"]["clusterName"] == winner
     await _nothing_left(kind, api, wl, "kind-paused")
-
-
-async def _leader_pod(kind: KindEnvironment, api: dict[str, ApiClient]) -> str:
-    lease = await Objects(api["manager"], Resource("coordination.k8s.io", "v1", "leases", "Lease")).get(
-        "multikueue-dispatcher", SYSTEM
-    )
-    assert lease is not None, "no Lease: leader election is off?"
-    holder: str = lease["spec"]["holderIdentity"]
-    return holder.rsplit("-", 1)[0]  # "<host name>-<pid>"; a pod's host name is its name
 
 
 async def test_the_leader_pod_deleted_mid_dispatch_loses_and_duplicates_no_run(
     kind: KindEnvironment, api: dict[str, ApiClient]
 ) -> None:
-    leader = await _leader_pod(kind, api)
+    leader = await leader_pod(api)
     names = [f"kind-leader-{i}" for i in range(4)]
     seen: dict[str, set[str]] = {name: set() for name in names}
 
@@ -309,17 +275,17 @@ async def test_the_leader_pod_deleted_mid_dispatch_loses_and_duplicates_no_run(
     async with anyio.create_task_group() as group:
         group.start_soon(watch_workers)
         for name in names:
-            _, workloads[name] = await _submit(api, name, script="#!/bin/sh\nsleep 8\n")
+            _, workloads[name] = await submit(api, name, script="#!/bin/sh\nsleep 8\n")
         await anyio.to_thread.run_sync(
             lambda: kind.run_kubectl("manager", "-n", SYSTEM, "delete", "pod", leader, "--wait=false")
         )
         for name in names:
             finished = await _finished(kind, api, workloads[name])
-            assert _condition(finished, "Finished").get("reason") == "Succeeded", (name, finished["status"])
+            assert condition(finished, "Finished").get("reason") == "Succeeded", (name, finished["status"])
         group.cancel_scope.cancel()
     assert {name: len(workers) for name, workers in seen.items()} == dict.fromkeys(names, 1), seen
     new_leader = await eventually(
-        lambda: _leader_pod(kind, api), until=lambda pod: bool(pod) and pod != leader, timeout=60, what="a new leader"
+        lambda: leader_pod(api), until=lambda pod: bool(pod) and pod != leader, timeout=60, what="a new leader"
     )
     assert new_leader != leader
     rollout = ("-n", SYSTEM, "rollout", "status", "deployment/multikueue-controller", "--timeout=180s")
@@ -355,9 +321,9 @@ async def test_the_helm_chart_installs_dispatches_and_uninstalls_leaving_nothing
         config = ROOT / "examples" / "tekton" / "adapter-config.yaml"
         await run(*helm, "install", "multikueue", str(ROOT / "charts" / "multikueue"), "--wait", "--timeout", "5m",
                   "--set-file", f"managerConfig.controllerManagerConfigYaml={config}")  # fmt: skip
-        _, wl = await _submit(api, "kind-helm")
+        _, wl = await submit(api, "kind-helm")
         finished = await _finished(kind, api, wl)
-        assert _condition(finished, "Finished").get("reason") == "Succeeded"
+        assert condition(finished, "Finished").get("reason") == "Succeeded"
         await _nothing_left(kind, api, wl, "kind-helm")
         await run(*helm, "uninstall", "multikueue", "--wait", "--timeout", "5m")
         query = ("-n", SYSTEM, "get", *namespaced, *cluster_wide, "--ignore-not-found", "-o", "name")
@@ -378,33 +344,6 @@ def test_the_hosts_kernel_settings_are_unchanged(kind: KindEnvironment) -> None:
 
     assert kind.host_settings_before, "the provider recorded the host's settings before the clusters started"
     assert host_settings() == kind.host_settings_before
-
-
-DEPLOYMENT = f"/apis/apps/v1/namespaces/{SYSTEM}/deployments/multikueue-controller"
-
-
-async def _dispatcher_pods(api: dict[str, ApiClient]) -> list[Object]:
-    listed = await api["manager"].request("GET", f"/api/v1/namespaces/{SYSTEM}/pods",
-                                          query={"labelSelector": "app.kubernetes.io/name=multikueue"})  # fmt: skip
-    pods: list[Object] = listed["items"]
-    return pods
-
-
-def _settled(deployment: Object, pods: list[Object]) -> bool:
-    """Rolled out (every replica of the newest template ready) and no old Pod still terminating."""
-    spec, status = deployment["spec"], deployment.get("status") or {}
-    rolled = status.get("observedGeneration", 0) >= deployment["metadata"]["generation"] and all(
-        status.get(field) == spec["replicas"] for field in ("replicas", "updatedReplicas", "readyReplicas")
-    )
-    return rolled and len(pods) == spec["replicas"] and not any(p["metadata"].get("deletionTimestamp") for p in pods)
-
-
-async def _rolled_out(kind: KindEnvironment, api: dict[str, ApiClient], what: str) -> None:
-    async def state() -> tuple[Object, list[Object]]:
-        return await api["manager"].request("GET", DEPLOYMENT), await _dispatcher_pods(api)
-
-    await eventually(state, until=lambda s: _settled(*s), timeout=300, interval=1,
-                     what=f"{what}\n{kind.dispatcher_log()}")  # fmt: skip
 
 
 async def _restart(api: dict[str, ApiClient], stamp: str) -> None:
@@ -430,7 +369,7 @@ async def test_no_create_is_refused_while_the_leader_pod_goes_and_the_deployment
     refused: list[str] = []
 
     def body(name: str) -> Object:
-        run = _example()
+        run = example()
         run["metadata"]["name"] = name
         run["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "kind-rollout-nowhere"
         return run
@@ -464,7 +403,7 @@ async def test_no_create_is_refused_while_the_leader_pod_goes_and_the_deployment
             lambda: kubectl(kind, "manager", "apply", "--server-side", "-f", "-", stdin=configmap)
         )
         await _restart(api, "integration-installed")  # the webhook is started with the process
-        await _rolled_out(kind, api, "the dispatcher restarted with the integration")
+        await rolled_out(kind, api, "the dispatcher restarted with the integration")
         await eventually(held, timeout=120, interval=1, what="the webhook holds a create")
 
         async with anyio.create_task_group() as group:
@@ -473,18 +412,18 @@ async def test_no_create_is_refused_while_the_leader_pod_goes_and_the_deployment
 
             # a Lease left by a Pod gone (not given up) names it until a standby takes it over
             async def live_leader() -> tuple[str, set[str]]:
-                running = {p["metadata"]["name"] for p in await _dispatcher_pods(api)
+                running = {p["metadata"]["name"] for p in await dispatcher_pods(api)
                            if not p["metadata"].get("deletionTimestamp")}  # fmt: skip
-                return await _leader_pod(kind, api), running
+                return await leader_pod(api), running
 
             leader, _ = await eventually(live_leader, until=lambda found: found[0] in found[1], timeout=60,
                                          what="a leader among the running Pods")  # fmt: skip
             await anyio.to_thread.run_sync(
                 lambda: kind.run_kubectl("manager", "-n", SYSTEM, "delete", "pod", leader, "--wait=false")
             )
-            await _rolled_out(kind, api, "the leader's Pod replaced")
+            await rolled_out(kind, api, "the leader's Pod replaced")
             await _restart(api, "rolling")
-            await _rolled_out(kind, api, "the rolling restart complete")
+            await rolled_out(kind, api, "the rolling restart complete")
             after = await answered()
             await eventually(answered, until=lambda n: n >= after + 10, what="creates after the last old Pod is gone")
             group.cancel_scope.cancel()
@@ -530,4 +469,4 @@ async def test_no_create_is_refused_while_the_leader_pod_goes_and_the_deployment
         )
         await anyio.to_thread.run_sync(lambda: apply_manifests(kind))
         await _restart(api, "integration-removed")
-        await _rolled_out(kind, api, "the dispatcher back without the integration")
+        await rolled_out(kind, api, "the dispatcher back without the integration")

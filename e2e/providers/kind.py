@@ -180,7 +180,17 @@ class KindEnvironment(Environment):
         return f"{NAMES[cluster]}-control-plane"
 
     def lose_worker(self, worker: str) -> None:
-        subprocess.run(["docker", "pause", self.node_container(worker)], check=True, timeout=60)
+        """The worker's node container frozen. cgroup v1's freezer gives up when a task does not freeze in time
+        (runc: "unable to freeze") and runc thaws the container again, so the pause is tried again, bounded."""
+        argv = ["docker", "pause", self.node_container(worker)]
+        for _ in range(5):
+            done = subprocess.run(argv, capture_output=True, text=True, check=False, timeout=60)
+            if done.returncode == 0:
+                return
+            if "unable to freeze" not in done.stderr:
+                break
+            time.sleep(1)  # a moment for the tasks that would not freeze
+        raise subprocess.CalledProcessError(done.returncode, argv, done.stdout, done.stderr)
 
     def restore_worker(self, worker: str) -> None:
         subprocess.run(["docker", "unpause", self.node_container(worker)], check=True, timeout=60)

@@ -1,0 +1,85 @@
+"""What the kind scenarios share: the example PipelineRun on the local step image, the Workload tekton-kueue
+would create for it, the dispatcher's Pods, its leader and its rollout."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import yaml
+
+from e2e.kind.components import STEP_IMAGE
+from e2e.providers.kind import ROOT, KindEnvironment
+from e2e.wiring import SYSTEM
+from multikueue.kube.client import ApiClient
+from multikueue.kube.resources import WORKLOADS, Objects, Resource
+from multikueue.testing import kueue
+from multikueue.testing.waiting import eventually
+
+PIPELINERUNS = Resource("tekton.dev", "v1", "pipelineruns", "PipelineRun")
+TASKRUNS = Resource("tekton.dev", "v1", "taskruns", "TaskRun")
+NAMESPACE, QUEUE = "team-a", "pipelines-queue"
+Object = dict[str, Any]
+
+
+def example() -> Object:
+    body: Object = yaml.safe_load((ROOT / "examples" / "tekton" / "pipelinerun.yaml").read_text())
+    return body
+
+
+def step(body: Object) -> Object:
+    first: Object = body["spec"]["pipelineSpec"]["tasks"][0]["taskSpec"]["steps"][0]
+    return first
+
+
+def condition(obj: Object | None, kind: str) -> Object:
+    found = (c for c in ((obj or {}).get("status") or {}).get("conditions") or [] if c["type"] == kind)
+    return next(found, {})
+
+
+async def submit(api: dict[str, ApiClient], name: str, script: str | None = None) -> tuple[Object, str]:
+    """The example PipelineRun (the step on the local image; another script if given) and the Workload
+    tekton-kueue would create for it, on the manager."""
+    body = example()
+    body["metadata"]["name"] = name
+    step(body)["image"] = STEP_IMAGE
+    if script is not None:
+        step(body)["script"] = script
+    run = await Objects(api["manager"], PIPELINERUNS).create(body, NAMESPACE)
+    workload = await Objects(api["manager"], WORKLOADS).create(kueue.workload_for(run, queue=QUEUE), NAMESPACE)
+    return run, str(workload["metadata"]["name"])
+
+
+async def leader_pod(api: dict[str, ApiClient]) -> str:
+    lease = await Objects(api["manager"], Resource("coordination.k8s.io", "v1", "leases", "Lease")).get(
+        "multikueue-dispatcher", SYSTEM
+    )
+    assert lease is not None, "no Lease: leader election is off?"
+    holder: str = lease["spec"]["holderIdentity"]
+    return holder.rsplit("-", 1)[0]  # "<host name>-<pid>"; a pod's host name is its name
+
+
+DEPLOYMENT = f"/apis/apps/v1/namespaces/{SYSTEM}/deployments/multikueue-controller"
+
+
+async def dispatcher_pods(api: dict[str, ApiClient]) -> list[Object]:
+    listed = await api["manager"].request("GET", f"/api/v1/namespaces/{SYSTEM}/pods",
+                                          query={"labelSelector": "app.kubernetes.io/name=multikueue"})  # fmt: skip
+    pods: list[Object] = listed["items"]
+    return pods
+
+
+def settled(deployment: Object, pods: list[Object]) -> bool:
+    """Rolled out (every replica of the newest template ready) and no old Pod still terminating."""
+    spec, status = deployment["spec"], deployment.get("status") or {}
+    rolled = status.get("observedGeneration", 0) >= deployment["metadata"]["generation"] and all(
+        status.get(field) == spec["replicas"] for field in ("replicas", "updatedReplicas", "readyReplicas")
+    )
+    return rolled and len(pods) == spec["replicas"] and not any(p["metadata"].get("deletionTimestamp") for p in pods)
+
+
+async def rolled_out(kind: KindEnvironment, api: dict[str, ApiClient], what: str) -> None:
+    async def state() -> tuple[Object, list[Object]]:
+        return await api["manager"].request("GET", DEPLOYMENT), await dispatcher_pods(api)
+
+    await eventually(state, until=lambda s: settled(*s), timeout=300, interval=1,
+                     what=f"{what}\n{kind.dispatcher_log()}")  # fmt: skip
