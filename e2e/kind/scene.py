@@ -83,3 +83,17 @@ async def rolled_out(kind: KindEnvironment, api: dict[str, ApiClient], what: str
 
     await eventually(state, until=lambda s: settled(*s), timeout=300, interval=1,
                      what=f"{what}\n{kind.dispatcher_log()}")  # fmt: skip
+
+
+async def live_leader(api: dict[str, ApiClient], *, timeout: float) -> str:
+    """The leader's Pod, once it is one of the running Pods (a Lease left by a Pod that is gone, not given up, names
+    it until a standby takes it over)."""
+
+    async def found() -> tuple[str, set[str]]:
+        running = {p["metadata"]["name"] for p in await dispatcher_pods(api)
+                   if not p["metadata"].get("deletionTimestamp")}  # fmt: skip
+        return await leader_pod(api), running
+
+    leader, _ = await eventually(found, until=lambda f: f[0] in f[1], timeout=timeout,
+                                 what="a leader among the running Pods")  # fmt: skip
+    return leader

@@ -21,9 +21,9 @@ from e2e.kind.scene import (
     PIPELINERUNS,
     Object,
     condition,
-    dispatcher_pods,
     example,
     leader_pod,
+    live_leader,
     rolled_out,
     submit,
 )  # fmt: skip
@@ -410,14 +410,7 @@ async def test_no_create_is_refused_while_the_leader_pod_goes_and_the_deployment
             group.start_soon(stream, 600)  # ~120 s at most
             await eventually(answered, until=lambda n: n >= 10, what="creates flow")
 
-            # a Lease left by a Pod gone (not given up) names it until a standby takes it over
-            async def live_leader() -> tuple[str, set[str]]:
-                running = {p["metadata"]["name"] for p in await dispatcher_pods(api)
-                           if not p["metadata"].get("deletionTimestamp")}  # fmt: skip
-                return await leader_pod(api), running
-
-            leader, _ = await eventually(live_leader, until=lambda found: found[0] in found[1], timeout=60,
-                                         what="a leader among the running Pods")  # fmt: skip
+            leader = await live_leader(api, timeout=60)
             await anyio.to_thread.run_sync(
                 lambda: kind.run_kubectl("manager", "-n", SYSTEM, "delete", "pod", leader, "--wait=false")
             )

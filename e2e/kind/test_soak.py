@@ -18,7 +18,7 @@ import anyio
 import pytest
 
 from bench import invariants
-from e2e.kind.scene import NAMESPACE, PIPELINERUNS, Object, condition, dispatcher_pods, leader_pod, rolled_out, submit
+from e2e.kind.scene import NAMESPACE, PIPELINERUNS, Object, condition, leader_pod, live_leader, rolled_out, submit
 from e2e.providers import WORKERS, Environment
 from e2e.providers.kind import KindEnvironment
 from e2e.wiring import SYSTEM
@@ -162,13 +162,7 @@ class Soak:
         """The leader's Pod deleted (graceful), as a node drain or a user would; then the time until a run is
         dispatched by the leader that follows."""
 
-        async def live_leader() -> tuple[str, set[str]]:
-            running = {p["metadata"]["name"] for p in await dispatcher_pods(self.api)
-                       if not p["metadata"].get("deletionTimestamp")}  # fmt: skip
-            return await leader_pod(self.api), running
-
-        leader, _ = await eventually(live_leader, until=lambda found: found[0] in found[1], timeout=120,
-                                     what="a leader among the running Pods")  # fmt: skip
+        leader = await live_leader(self.api, timeout=120)
         deleted = time.monotonic()
         self.faults.append((self.now(), f"leader Pod {leader} deleted"))
         await anyio.to_thread.run_sync(
