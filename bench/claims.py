@@ -15,14 +15,12 @@ START, END = "<!-- side-by-side -->", "<!-- /side-by-side -->"
 Group = dict[str, Result]
 
 
-def _figure(name: str) -> tuple[Figure, bool]:
-    found = next((f, higher) for n, f, higher in FIGURES if n == name)
-    return found
+BY_NAME: dict[str, Figure] = {name: figure for name, figure, _ in FIGURES}
 
 
 def value(name: str, r: Result, core: Result | None) -> float | None:
     """One of the report's figures (``FIGURES``, by name) for one run of a group."""
-    return _figure(name)[0](r, core)
+    return BY_NAME[name](r, core)
 
 
 def num(v: float | None) -> str:
@@ -57,8 +55,8 @@ def paragraph(workers: int, objects: int, session: str, group: Group) -> str:
     def of(name: str, r: Result) -> str:
         return num(value(name, r, core))
 
-    rate, fixed_rate = value("dispatched/s", ours, core), value("dispatched/s", fixed, core)
-    times = f" ({rate / fixed_rate:.1f}x the fixed Kueue)" if rate and fixed_rate else ""
+    times = ratio(value("dispatched/s", ours, core), value("dispatched/s", fixed, core), higher_is_better=True)
+    faster = f" ({times:.1f}x the fixed Kueue)" if times else ""
     cpu, rss, idle = (
         "CPU s per 1,000 runs, the dispatcher (Kueue: minus its core's)",
         "peak RSS MiB (this dispatcher / Kueue process)",
@@ -70,7 +68,7 @@ def paragraph(workers: int, objects: int, session: str, group: Group) -> str:
     return (
         f"**W = {workers}, N = {objects:,}** (session {session}, commit {ours.get('source', '?')}): Kueue v0.19.2 as "
         f"released dispatches {of('dispatched/s', released)}/s, Kueue with its worker-client fix "
-        f"{of('dispatched/s', fixed)}/s, this dispatcher {of('dispatched/s', ours)}/s{times}; status-sync lag p99 "
+        f"{of('dispatched/s', fixed)}/s, this dispatcher {of('dispatched/s', ours)}/s{faster}; status-sync lag p99 "
         f"{of('status lag p99 s', fixed)} s with the fix ({of('status lag p99 s', released)} s without) against "
         f"{of('status lag p99 s', ours)} s here; CPU per 1,000 runs {of(cpu, fixed)} s for the fixed Kueue's "
         f"MultiKueue against {of(cpu, ours)} s; {of('requests/object on the busiest worker', fixed)} requests per "
