@@ -40,11 +40,12 @@ from kubernetes_asyncio import client as k8s_client
 from bench import audit, cores
 from bench import mix as mixes
 from bench.run import NAMESPACE, PIPELINERUNS, RESULTS, ROOT, say
-from multikueue.config import GroupVersionKind, parse_configuration
+from multikueue.config import parse_configuration
 from multikueue.dispatch.adapter import GenericAdapter
 from multikueue.dispatch.workloads import clone_for_create
+from multikueue.kube.addresses import WORKLOADS, GroupVersionKind
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
-from multikueue.kube.resources import WORKLOADS, Objects
+from multikueue.kube.resources import Objects
 from multikueue.testing import crds, kueue
 from multikueue.testing.client import k8s, raw_body
 from multikueue.testing.objects import pipelinerun

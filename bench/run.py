@@ -47,9 +47,10 @@ from bench import audit, cores, proc, runtime, sidebyside
 from bench.dispatcher import Dispatcher, Shards
 from bench.faults import Faults
 from bench.kueue import FIX_PATCH, KUEUE_DISPATCHERS, MULTIKUEUE_CONTROLLER, RealKueue
+from multikueue.kube.addresses import MULTIKUEUE_CLUSTERS, WORKLOADS, Resource
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
 from multikueue.kube.errors import Conflict, NotFound
-from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects, Resource
+from multikueue.kube.resources import Objects
 from multikueue.labels import ORIGIN_LABEL, PLACEMENT_PHASE
 from multikueue.runtime.informer import DELETED, Informer
 from multikueue.testing import crds, kueue

@@ -51,9 +51,10 @@ from bench.run import (
 )  # fmt: skip
 from bench.soakfaults import CONFIG_KEY, CYCLE, Schedule
 from multikueue.dispatch.direct import FAILED, FINISHED
+from multikueue.kube.addresses import WORKLOADS, Resource
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
 from multikueue.kube.errors import Conflict
-from multikueue.kube.resources import WORKLOADS, Objects, Resource
+from multikueue.kube.resources import Objects
 from multikueue.labels import ORIGIN_LABEL, PLACEMENT_PHASE, PLACEMENT_WORKER
 from multikueue.runtime.informer import ADDED, DELETED, Informer
 from multikueue.testing import crds, kueue

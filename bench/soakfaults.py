@@ -29,8 +29,9 @@ import yaml
 
 from bench.dispatcher import Dispatcher
 from bench.faults import Outages, ticks
+from multikueue.kube.addresses import Resource
 from multikueue.kube.client import ApiClient
-from multikueue.kube.resources import Objects, Resource
+from multikueue.kube.resources import Objects
 from multikueue.testing.testbed import TestBed
 
 CYCLE = ("worker-pause", "leader-kill", "worker-kill", "manager-restart", "etcd-pause", "secret-rotate",

@@ -14,8 +14,9 @@ from kubernetes_asyncio import client as k8s_client
 
 from e2e.providers import Environment
 from e2e.wiring import CHECK
+from multikueue.kube.addresses import MULTIKUEUE_CLUSTERS, WORKLOADS, Resource
 from multikueue.kube.client import ApiClient
-from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects, Resource
+from multikueue.kube.resources import Objects
 from multikueue.labels import ORIGIN_LABEL
 from multikueue.testing import kueue
 from multikueue.testing.client import k8s

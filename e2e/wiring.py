@@ -12,8 +12,9 @@ from typing import Any
 import anyio
 
 from e2e.providers import WORKERS, Environment
+from multikueue.kube.addresses import ADMISSION_CHECKS, MULTIKUEUE_CLUSTERS
 from multikueue.kube.client import api_client_from_kubeconfig
-from multikueue.kube.resources import ADMISSION_CHECKS, MULTIKUEUE_CLUSTERS, Objects
+from multikueue.kube.resources import Objects
 from multikueue.labels import WORKER_IDENTITY_ANNOTATION as IDENTITY
 from multikueue.testing.testbed import kubeconfig_document
 from multikueue.testing.waiting import eventually

@@ -331,7 +331,7 @@ def _run_on_a_run(
     worker_kubeconfigs)`` run against the manager, a failure said in one line (exit 1)."""
     import anyio
 
-    from multikueue.config import GroupVersionKind
+    from multikueue.kube.addresses import GroupVersionKind
     from multikueue.kube.client import api_client_from_kubeconfig
     from multikueue.kube.errors import KubeconfigError, KubeError, describe
 
@@ -415,8 +415,8 @@ def _logs(args: argparse.Namespace) -> int:
 def _explain(args: argparse.Namespace) -> int:
     import anyio
 
-    from multikueue.config import GroupVersionKind
     from multikueue.dispatch.direct import explain
+    from multikueue.kube.addresses import GroupVersionKind
     from multikueue.kube.client import api_client_from_kubeconfig
     from multikueue.kube.errors import KubeconfigError, KubeError, describe
 

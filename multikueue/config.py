@@ -26,6 +26,9 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+# A module-level name: pydantic resolves it in the models' annotations.
+from multikueue.kube.addresses import GroupVersionKind
+
 KUEUE_MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
 DEFAULT_CONTROLLER_NAME = "multikueue.x-k8s.io/external-dispatcher"
 DISPATCHER_ALL_AT_ONCE = "kueue.x-k8s.io/multikueue-dispatcher-all-at-once"
@@ -74,29 +77,6 @@ def _duration(value: Any) -> float:
 
 Duration = Annotated[float, BeforeValidator(_duration)]
 """Seconds, written in the document as a non-negative Go duration string."""
-
-
-@dataclass(frozen=True, order=True)
-class GroupVersionKind:
-    group: str
-    version: str
-    kind: str
-
-    @classmethod
-    def parse(cls, text: str) -> GroupVersionKind:
-        """``Kind.version.group`` as Kueue's ``schema.ParseKindArg`` reads it (case kept; a group is required)."""
-        parts = text.split(".", 2)
-        if len(parts) != 3 or not all(parts):
-            raise ValueError(f"must be in 'Kind.version.group' format (e.g. PipelineRun.v1.tekton.dev), got {text!r}")
-        kind, version, group = parts
-        return cls(group=group, version=version, kind=kind)
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}"
-
-    def __str__(self) -> str:  # the key Kueue uses for adapters: schema.GroupVersionKind.String()
-        return f"{self.group}/{self.version}, Kind={self.kind}"
 
 
 class _Model(BaseModel):

@@ -18,24 +18,25 @@ from multikueue.clusters.admissioncheck import AdmissionCheckReconciler
 from multikueue.clusters.connections import discover_later
 from multikueue.clusters.reconciler import ClusterReconciler
 from multikueue.clusters.worker import Worker
-from multikueue.config import ConfigError, Configuration, GroupVersionKind, parse_configuration
+from multikueue.config import ConfigError, Configuration, parse_configuration
 from multikueue.dispatch.direct import DirectKey, DirectReconciler, waits_for_a_fit
 from multikueue.dispatch.reconciler import WorkloadReconciler
 from multikueue.endpoints import Endpoints, Serving, ServingError
 from multikueue.integration.reconciler import IntegrationController
 from multikueue.kube import core, events, leader, openapi
-from multikueue.kube.client import ApiClient
-from multikueue.kube.discovery import KindMisspelt, KindUnavailable, discover_resource
-from multikueue.kube.errors import TRANSIENT, ApiError, KubeError, describe
-from multikueue.kube.resources import (
+from multikueue.kube.addresses import (
     ADMISSION_CHECKS,
     CLUSTER_PROFILES,
     MULTIKUEUE_CLUSTERS,
     MULTIKUEUE_CONFIGS,
     WORKLOADS,
-    Objects,
+    GroupVersionKind,
     Resource,
 )
+from multikueue.kube.client import ApiClient
+from multikueue.kube.discovery import KindMisspelt, KindUnavailable, discover_resource
+from multikueue.kube.errors import TRANSIENT, ApiError, KubeError, describe
+from multikueue.kube.resources import Objects
 from multikueue.manager_schemas import managed_by_problems, published_kinds
 from multikueue.metrics import Metrics
 from multikueue.runtime.controller import Controller, Result

@@ -17,8 +17,9 @@ from typing import Any
 import anyio
 import yaml
 
+from multikueue.kube.addresses import MULTIKUEUE_CLUSTERS, WORKLOADS, Resource
 from multikueue.kube.client import api_client_from_kubeconfig
-from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects, Resource
+from multikueue.kube.resources import Objects
 from multikueue.testing import crds, kueue
 from multikueue.testing.accounts import mint_service_account_kubeconfig
 from multikueue.testing.dispatcher import run_argv

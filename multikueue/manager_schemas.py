@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from multikueue.config import Configuration, GroupVersionKind
+from multikueue.config import Configuration
 from multikueue.jsonpaths import field_names
 from multikueue.kube import openapi
+from multikueue.kube.addresses import GroupVersionKind
 from multikueue.kube.client import ApiClient
 from multikueue.kube.errors import KubeError
 from multikueue.schemas import keeps, managed_by_pruned

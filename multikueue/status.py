@@ -15,14 +15,14 @@ from typing import Any
 
 from multikueue import owners
 from multikueue.clusters.kubeconfig import validate_kubeconfig
-from multikueue.config import GroupVersionKind
 from multikueue.kube import core
+from multikueue.kube.addresses import MULTIKUEUE_CLUSTERS, WORKLOADS, GroupVersionKind
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
 from multikueue.kube.conditions import find
 from multikueue.kube.discovery import KindUnavailable, discover_resource
 from multikueue.kube.errors import NO_ANSWER, ApiError, CredentialsUnavailable, describe
 from multikueue.kube.kubeconfig import access_from_kubeconfig
-from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects
+from multikueue.kube.resources import Objects
 from multikueue.labels import ADMITTED, EVICTED, FINISHED, PLACEMENT_PHASE, PLACEMENT_WORKER, QUOTA_RESERVED
 
 Object = dict[str, Any]

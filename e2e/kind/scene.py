@@ -10,8 +10,9 @@ import yaml
 from e2e.kind.components import STEP_IMAGE
 from e2e.providers.kind import ROOT, KindEnvironment
 from e2e.wiring import SYSTEM
+from multikueue.kube.addresses import WORKLOADS, Resource
 from multikueue.kube.client import ApiClient
-from multikueue.kube.resources import WORKLOADS, Objects, Resource
+from multikueue.kube.resources import Objects
 from multikueue.testing import kueue
 from multikueue.testing.waiting import eventually
 

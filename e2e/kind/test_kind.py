@@ -30,8 +30,9 @@ from e2e.kind.scene import (
 from e2e.providers import WORKERS, Environment
 from e2e.providers.kind import ROOT, KindEnvironment
 from e2e.wiring import CHECK, SYSTEM
+from multikueue.kube.addresses import MULTIKUEUE_CLUSTERS, WORKLOADS
 from multikueue.kube.client import ApiClient
-from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects
+from multikueue.kube.resources import Objects
 from multikueue.testing.client import k8s
 from multikueue.testing.waiting import eventually
 

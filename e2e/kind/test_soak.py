@@ -22,8 +22,9 @@ from e2e.kind.scene import NAMESPACE, PIPELINERUNS, Object, condition, leader_po
 from e2e.providers import WORKERS, Environment
 from e2e.providers.kind import KindEnvironment
 from e2e.wiring import SYSTEM
+from multikueue.kube.addresses import WORKLOADS
 from multikueue.kube.client import ApiClient
-from multikueue.kube.resources import WORKLOADS, Objects
+from multikueue.kube.resources import Objects
 from multikueue.runtime.informer import ADDED, DELETED, Informer
 from multikueue.testing.waiting import NotReached, eventually, wait_until
 

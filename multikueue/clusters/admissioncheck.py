@@ -5,7 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from multikueue.kube import conditions
-from multikueue.kube.resources import ADMISSION_CHECKS, KUEUE, Objects
+from multikueue.kube.addresses import ADMISSION_CHECKS, KUEUE
+from multikueue.kube.resources import Objects
 from multikueue.runtime.controller import Result
 from multikueue.runtime.informer import Informer, ObjectKey
 

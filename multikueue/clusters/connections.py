@@ -23,8 +23,8 @@ from anyio.abc import TaskGroup
 
 from multikueue import specdigest
 from multikueue.clusters.worker import Worker
-from multikueue.config import GroupVersionKind
 from multikueue.kube import core
+from multikueue.kube.addresses import WORKLOADS, GroupVersionKind, Resource
 from multikueue.kube.client import (
     DEFAULT_MAX_CONNECTIONS,
     ApiClient,
@@ -36,7 +36,7 @@ from multikueue.kube.credentials import header_only_change
 from multikueue.kube.discovery import KindUnavailable, cluster_identity, discover_resource
 from multikueue.kube.errors import KubeconfigError, KubeError, describe
 from multikueue.kube.kubeconfig import access_from_kubeconfig
-from multikueue.kube.resources import WORKLOADS, Objects, Resource
+from multikueue.kube.resources import Objects
 from multikueue.labels import ORIGIN_LABEL, prebuilt_workload_of
 from multikueue.runtime.informer import DELETED, Informer, ObjectKey
 

@@ -31,8 +31,9 @@ from multikueue.clusters.profiles import BAD_CLUSTER_PROFILE, kubeconfig_from_pr
 from multikueue.clusters.renewer import TokenRenewer
 from multikueue.config import Configuration
 from multikueue.kube import conditions
+from multikueue.kube.addresses import CLUSTER_PROFILES, MULTIKUEUE_CLUSTERS
 from multikueue.kube.errors import NotFound, describe
-from multikueue.kube.resources import CLUSTER_PROFILES, MULTIKUEUE_CLUSTERS, Objects
+from multikueue.kube.resources import Objects
 from multikueue.labels import CREDENTIALS_EXPIRY_ANNOTATION, WORKER_IDENTITY_ANNOTATION
 from multikueue.metrics import Metrics
 from multikueue.runtime.controller import Result

@@ -22,9 +22,9 @@ from multikueue.clusters import renewal
 from multikueue.clusters.connections import WorkerConnection
 from multikueue.config import TokenRenewal
 from multikueue.kube import core, events
+from multikueue.kube.addresses import MULTIKUEUE_CLUSTERS
 from multikueue.kube.client import ApiClient
 from multikueue.kube.errors import Conflict, KubeError, describe
-from multikueue.kube.resources import MULTIKUEUE_CLUSTERS
 from multikueue.kube.serviceaccounts import ServiceAccountToken, request_token, service_account_token
 from multikueue.labels import RENEW_TOKEN_ANNOTATION
 from multikueue.runtime.informer import Informer, ObjectKey

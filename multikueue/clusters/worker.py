@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from multikueue.config import GroupVersionKind
-from multikueue.kube.resources import WORKLOADS, Objects
+from multikueue.kube.addresses import WORKLOADS, GroupVersionKind
+from multikueue.kube.resources import Objects
 from multikueue.runtime.informer import ObjectKey
 
 if TYPE_CHECKING:

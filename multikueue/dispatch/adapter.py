@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from multikueue import jsonpaths
-from multikueue.config import Adapter, GroupVersionKind, Predicate
+from multikueue.config import Adapter, Predicate
+from multikueue.kube.addresses import GroupVersionKind
 from multikueue.labels import (
     LABEL_VALUE_MAX,
     MANAGER_ONLY_ANNOTATIONS,

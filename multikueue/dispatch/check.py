@@ -14,9 +14,10 @@ from typing import Any
 import yaml
 
 from multikueue import jsonpaths
-from multikueue.config import Configuration, GroupVersionKind, Predicate
+from multikueue.config import Configuration, Predicate
 from multikueue.dispatch.adapter import GenericAdapter, apply_merge_patch, holds
 from multikueue.integration.workloads import workload_name
+from multikueue.kube.addresses import GroupVersionKind
 
 Object = dict[str, Any]
 

@@ -9,9 +9,9 @@ from typing import Any
 import structlog
 
 from multikueue.clusters.worker import Worker
-from multikueue.config import GroupVersionKind
 from multikueue.dispatch.adapter import GenericAdapter
 from multikueue.dispatch.writes import WorkerWriteFailed
+from multikueue.kube.addresses import GroupVersionKind
 from multikueue.kube.errors import Conflict, KubeError
 from multikueue.labels import ORIGIN_LABEL
 from multikueue.runtime.informer import ObjectKey

@@ -27,18 +27,19 @@ import anyio
 import structlog
 
 from multikueue.clusters.worker import Worker
-from multikueue.config import Configuration, GroupVersionKind
+from multikueue.config import Configuration
 from multikueue.dispatch import copies
 from multikueue.dispatch.adapter import GenericAdapter
 from multikueue.dispatch.mirror import PrunedFields, pruned_message
 from multikueue.dispatch.placement import WORKER_SELECTOR_ANNOTATION, WorkerView, decide
 from multikueue.dispatch.writes import WorkerWriteFailed
 from multikueue.kube import events
+from multikueue.kube.addresses import GroupVersionKind, Resource
 from multikueue.kube.client import ApiClient
 from multikueue.kube.conditions import Condition, find, same_state, set_condition
 from multikueue.kube.discovery import KindUnavailable, discover_resource
 from multikueue.kube.errors import describe
-from multikueue.kube.resources import Objects, Resource
+from multikueue.kube.resources import Objects
 from multikueue.labels import PLACEMENT_AVOID, PLACEMENT_PHASE, PLACEMENT_RECORD, PLACEMENT_WORKER
 from multikueue.metrics import Metrics
 from multikueue.runtime.controller import Result

@@ -17,18 +17,19 @@ from typing import Any
 import structlog
 
 from multikueue.clusters.worker import Worker
-from multikueue.config import Configuration, GroupVersionKind
+from multikueue.config import Configuration
 from multikueue.dispatch import copies, decision
 from multikueue.dispatch import workloads as wl
 from multikueue.dispatch.adapter import GenericAdapter
 from multikueue.dispatch.mirror import PrunedFields, pruned_message
 from multikueue.dispatch.writes import WorkerWriteFailed, WorkerWrites, Write
 from multikueue.kube import events
+from multikueue.kube.addresses import WORKLOADS, GroupVersionKind, Resource
 from multikueue.kube.client import ApiClient
 from multikueue.kube.conditions import now_rfc3339, set_condition
 from multikueue.kube.discovery import KindUnavailable, discover_resource
 from multikueue.kube.errors import Conflict, Refused, summary
-from multikueue.kube.resources import WORKLOADS, Objects, Resource
+from multikueue.kube.resources import Objects
 from multikueue.labels import prebuilt_workload_of
 from multikueue.metrics import Metrics
 from multikueue.runtime.controller import Result

@@ -5,8 +5,8 @@ from __future__ import annotations
 import copy
 from typing import Any
 
-from multikueue.config import GroupVersionKind
 from multikueue.kube import conditions
+from multikueue.kube.addresses import GroupVersionKind
 
 # Re-exported: the dispatch code reads Kueue's names as ``wl.<NAME>``.
 from multikueue.labels import (

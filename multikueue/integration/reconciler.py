@@ -14,7 +14,7 @@ import structlog
 
 from multikueue import owners
 from multikueue.clusters.connections import discover_later
-from multikueue.config import Configuration, GroupVersionKind, Integration
+from multikueue.config import Configuration, Integration
 from multikueue.integration import podsetinfo, workloads
 from multikueue.integration.lifecycle import (
     Decision,
@@ -28,10 +28,11 @@ from multikueue.integration.lifecycle import (
     released_status,
 )
 from multikueue.kube import events
+from multikueue.kube.addresses import KUEUE, RESOURCE_FLAVORS, WORKLOADS, GroupVersionKind, Resource
 from multikueue.kube.client import ApiClient
 from multikueue.kube.discovery import KindUnavailable, discover_resource
 from multikueue.kube.errors import ApiError, Conflict, NotFound, describe
-from multikueue.kube.resources import KUEUE, RESOURCE_FLAVORS, WORKLOADS, Objects, Resource
+from multikueue.kube.resources import Objects
 from multikueue.labels import PRIORITY_CLASS_LABEL, RESOURCE_IN_USE_FINALIZER
 from multikueue.runtime.controller import Controller, ControllerObserver, Result
 from multikueue.runtime.informer import DELETED, Informer, ObjectKey

@@ -21,9 +21,10 @@ import structlog
 from aiohttp import web
 from cryptography import x509
 
-from multikueue.config import GroupVersionKind, Integration, Webhook
+from multikueue.config import Integration, Webhook
 from multikueue.integration.lifecycle import admission_patch
 from multikueue.kube import core
+from multikueue.kube.addresses import GroupVersionKind
 from multikueue.kube.client import ApiClient
 from multikueue.kube.errors import ApiError, Conflict, NotFound, describe
 from multikueue.pki import CertificateAuthority, KeyPair

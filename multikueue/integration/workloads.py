@@ -19,7 +19,6 @@ from multikueue.config import (
     CountExpression,
     CountPath,
     DefaultTemplate,
-    GroupVersionKind,
     Integration,
     PodSetsFrom,
     PodSetSource,
@@ -28,7 +27,7 @@ from multikueue.config import (
     template_steps,
 )
 from multikueue.dispatch.adapter import holds
-from multikueue.kube.resources import WORKLOADS
+from multikueue.kube.addresses import WORKLOADS, GroupVersionKind
 from multikueue.labels import (
     JOB_UID_LABEL,
     LABEL_VALUE_MAX,

@@ -5,10 +5,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from multikueue.config import GroupVersionKind
+from multikueue.kube.addresses import GroupVersionKind, Resource
 from multikueue.kube.client import ApiClient
 from multikueue.kube.errors import ApiError, NotFound
-from multikueue.kube.resources import Resource
 
 
 class KindUnavailable(Exception):

@@ -1,4 +1,4 @@
-"""Addresses of the resources this controller reads and writes, and a thin typed wrapper over them.
+"""A thin typed wrapper over one resource of one cluster (the addresses are in kube/addresses.py).
 
 Objects travel as plain dicts (what the API returns for custom resources): the domain code never sees the
 client library's model classes.
@@ -6,43 +6,14 @@ client library's model classes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
+from multikueue.kube.addresses import Resource
 from multikueue.kube.client import JSON_PATCH, MERGE_PATCH, ApiClient
 from multikueue.kube.errors import NotFound
 from multikueue.kube.listwatch import ApiListSource
 
 Object = dict[str, Any]
-
-
-@dataclass(frozen=True)
-class Resource:
-    group: str
-    version: str
-    plural: str
-    kind: str
-    namespaced: bool = True
-    # Whether ``/status`` is a subresource (discovery tells). Without one (Argo's minimal Workflow CRD has
-    # ``subresources: {}``) status is written through the object itself, and ``PATCH .../status`` is a 404.
-    status_subresource: bool = True
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}" if self.group else self.version
-
-    def __str__(self) -> str:
-        return f"{self.plural}.{self.group}/{self.version}" if self.group else f"{self.plural}/{self.version}"
-
-
-KUEUE = "kueue.x-k8s.io"
-WORKLOADS = Resource(KUEUE, "v1beta2", "workloads", "Workload")
-ADMISSION_CHECKS = Resource(KUEUE, "v1beta2", "admissionchecks", "AdmissionCheck", namespaced=False)
-MULTIKUEUE_CLUSTERS = Resource(KUEUE, "v1beta2", "multikueueclusters", "MultiKueueCluster", namespaced=False)
-MULTIKUEUE_CONFIGS = Resource(KUEUE, "v1beta2", "multikueueconfigs", "MultiKueueConfig", namespaced=False)
-RESOURCE_FLAVORS = Resource(KUEUE, "v1beta2", "resourceflavors", "ResourceFlavor", namespaced=False)
-# SIG-Multicluster's cluster inventory API (sigs.k8s.io/cluster-inventory-api), the version Kueue v0.19 reads.
-CLUSTER_PROFILES = Resource("multicluster.x-k8s.io", "v1alpha1", "clusterprofiles", "ClusterProfile")
 
 
 class Objects:

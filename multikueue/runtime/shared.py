@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import anyio.abc
 
+from multikueue.kube.addresses import Resource
 from multikueue.kube.client import ApiClient
-from multikueue.kube.resources import Objects, Resource
+from multikueue.kube.resources import Objects
 from multikueue.runtime.informer import Informer
 
 

@@ -15,19 +15,19 @@ import yaml
 from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from multikueue.kube.client import ApiClient
-from multikueue.kube.conditions import now_rfc3339, set_condition
-from multikueue.kube.errors import Conflict
-from multikueue.kube.resources import (
+from multikueue.kube.addresses import (
     ADMISSION_CHECKS,
     KUEUE,
     MULTIKUEUE_CLUSTERS,
     MULTIKUEUE_CONFIGS,
     RESOURCE_FLAVORS,
     WORKLOADS,
-    Objects,
     Resource,
 )
+from multikueue.kube.client import ApiClient
+from multikueue.kube.conditions import now_rfc3339, set_condition
+from multikueue.kube.errors import Conflict
+from multikueue.kube.resources import Objects
 from multikueue.testing.client import k8s, raw_body
 from multikueue.testing.objects import pipelinerun
 

@@ -10,10 +10,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from multikueue.kube.addresses import CLUSTER_PROFILES
 from multikueue.kube.client import ApiClient
 from multikueue.kube.errors import Conflict
 from multikueue.kube.kubeconfig import EXEC_EXTENSION
-from multikueue.kube.resources import CLUSTER_PROFILES, Objects
+from multikueue.kube.resources import Objects
 from multikueue.testing.testbed import Cluster
 
 PLUGIN_API_VERSION = "client.authentication.k8s.io/v1"

@@ -13,8 +13,9 @@ from kubernetes_asyncio import client as k8s_client
 
 from multikueue.config import Configuration, parse_configuration
 from multikueue.controllers import Controllers
+from multikueue.kube.addresses import ADMISSION_CHECKS, MULTIKUEUE_CLUSTERS, MULTIKUEUE_CONFIGS
 from multikueue.kube.client import ApiClient
-from multikueue.kube.resources import ADMISSION_CHECKS, MULTIKUEUE_CLUSTERS, MULTIKUEUE_CONFIGS, Objects
+from multikueue.kube.resources import Objects
 from multikueue.testing import TestBed, kueue
 from multikueue.testing.client import k8s
 from multikueue.testing.waiting import eventually

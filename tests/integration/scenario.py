@@ -19,8 +19,9 @@ from kubernetes_asyncio import client as k8s_client
 from multikueue.config import parse_configuration
 from multikueue.controllers import Controllers
 from multikueue.endpoints import Serving
+from multikueue.kube.addresses import MULTIKUEUE_CLUSTERS, WORKLOADS, Resource
 from multikueue.kube.client import ApiClient
-from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, WORKLOADS, Objects, Resource
+from multikueue.kube.resources import Objects
 from multikueue.runtime.informer import ObjectKey
 from multikueue.testing import TestBed, kueue
 from multikueue.testing.client import k8s

@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
+from multikueue.kube.addresses import Resource
 from multikueue.kube.events import record
-from multikueue.kube.resources import Resource
 from multikueue.testing import kueue
 from multikueue.testing.objects import pipelinerun, running_status, widget
 from multikueue.testing.waiting import eventually

@@ -13,8 +13,9 @@ import pytest
 from multikueue.clusters.reconciler import PROFILES_LISTING_RETRY, ClusterReconciler
 from multikueue.config import parse_configuration
 from multikueue.kube import core
+from multikueue.kube.addresses import CLUSTER_PROFILES, MULTIKUEUE_CLUSTERS
 from multikueue.kube.client import ApiClient
-from multikueue.kube.resources import CLUSTER_PROFILES, MULTIKUEUE_CLUSTERS, Objects
+from multikueue.kube.resources import Objects
 from multikueue.runtime.informer import Informer
 from multikueue.testing import TestBed, crds, kueue
 from multikueue.testing.objects import running_status

@@ -12,8 +12,8 @@ import anyio
 import pytest
 
 from multikueue.clusters import connections
+from multikueue.kube.addresses import Resource
 from multikueue.kube.client import ApiClient
-from multikueue.kube.resources import Resource
 from multikueue.testing import crds, kueue
 from multikueue.testing.client import k8s
 from multikueue.testing.objects import pipelinerun, widget, widget_crd

@@ -9,7 +9,8 @@ import anyio
 import pytest
 
 from multikueue import specdigest
-from multikueue.kube.resources import Objects, Resource
+from multikueue.kube.addresses import Resource
+from multikueue.kube.resources import Objects
 from multikueue.labels import PREBUILT_WORKLOAD
 from multikueue.runtime.informer import ObjectKey
 from multikueue.testing import kueue
@@ -651,7 +652,7 @@ async def test_a_copy_is_kept_while_it_is_unknown_whether_its_worker_serves_the_
     """Discovery failing for a reason other than the kind being absent (a timeout, a 503) says nothing about the
     kind: the worker is then not nominated for new runs, but copies already there stay. (A connection also counts
     as connected only after its first discovery: before, a busy start-up deleted copies a new leader found.)"""
-    from multikueue.config import GroupVersionKind
+    from multikueue.kube.addresses import GroupVersionKind
     from multikueue.runtime.informer import ObjectKey
 
     s = scenario

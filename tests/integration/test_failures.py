@@ -14,7 +14,7 @@ import structlog
 from kubernetes_asyncio import client as k8s_client
 
 from multikueue.kube import openapi
-from multikueue.kube.resources import Resource
+from multikueue.kube.addresses import Resource
 from multikueue.testing import crds, kueue
 from multikueue.testing.client import k8s
 from multikueue.testing.objects import pipelinerun, running_status

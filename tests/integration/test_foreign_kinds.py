@@ -17,7 +17,7 @@ import pytest
 import yaml
 from kubernetes_asyncio import client as k8s_client
 
-from multikueue.kube.resources import Resource
+from multikueue.kube.addresses import Resource
 from multikueue.testing import TestBed, crds, kueue
 from multikueue.testing.client import k8s
 from multikueue.testing.waiting import eventually

@@ -10,9 +10,10 @@ import anyio.lowlevel
 import pytest
 from kubernetes_asyncio import client as k8s_client
 
+from multikueue.kube.addresses import Resource
 from multikueue.kube.client import ApiClient
 from multikueue.kube.listwatch import ApiListSource
-from multikueue.kube.resources import Objects, Resource
+from multikueue.kube.resources import Objects
 from multikueue.runtime.informer import Informer, ObjectKey
 from multikueue.runtime.workqueue import Backoff
 from multikueue.testing import TestBed

@@ -10,8 +10,9 @@ from typing import Any
 import anyio
 from kubernetes_asyncio import client as k8s_client
 
+from multikueue.kube.addresses import WORKLOADS, Resource
 from multikueue.kube.client import ApiClient
-from multikueue.kube.resources import WORKLOADS, Objects, Resource
+from multikueue.kube.resources import Objects
 from multikueue.testing import TestBed, kueue, scrape
 from multikueue.testing.client import k8s
 from multikueue.testing.testbed import free_port

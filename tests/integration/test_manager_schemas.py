@@ -12,8 +12,9 @@ from kubernetes_asyncio import client as k8s_client
 
 from multikueue.controllers import ConfigSource, Controllers, load_configuration
 from multikueue.kube import openapi
+from multikueue.kube.addresses import Resource
 from multikueue.kube.client import ApiClient
-from multikueue.kube.resources import Objects, Resource
+from multikueue.kube.resources import Objects
 from multikueue.labels import PLACEMENT_WORKER
 from multikueue.testing import TestBed, crds
 from multikueue.testing.client import k8s

@@ -16,11 +16,12 @@ from kubernetes_asyncio import client as k8s_client
 
 from multikueue import owners
 from multikueue.clusters import connections
-from multikueue.config import GroupVersionKind, parse_configuration
+from multikueue.config import parse_configuration
 from multikueue.integration.reconciler import IntegrationReconciler
 from multikueue.integration.workloads import build, workload_name
+from multikueue.kube.addresses import WORKLOADS, GroupVersionKind, Resource
 from multikueue.kube.client import ApiClient
-from multikueue.kube.resources import WORKLOADS, Objects, Resource
+from multikueue.kube.resources import Objects
 from multikueue.labels import HELD_ANNOTATION, QUEUE_NAME_LABEL
 from multikueue.runtime.informer import Informer, ObjectKey
 from multikueue.testing import crds, kueue

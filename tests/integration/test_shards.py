@@ -14,7 +14,8 @@ import pytest
 
 from multikueue.config import Configuration, Shard
 from multikueue.controllers import Controllers
-from multikueue.kube.resources import ADMISSION_CHECKS, Objects
+from multikueue.kube.addresses import ADMISSION_CHECKS
+from multikueue.kube.resources import Objects
 from multikueue.testing import kueue
 from multikueue.testing.objects import pipelinerun
 from multikueue.testing.waiting import eventually, wait_until

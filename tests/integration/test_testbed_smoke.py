@@ -11,9 +11,10 @@ from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio import watch
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from multikueue.kube.addresses import Resource
 from multikueue.kube.client import ApiClient, Timeouts, api_client_from_kubeconfig
 from multikueue.kube.errors import Conflict, Gone, NotFound, Unreachable
-from multikueue.kube.resources import Objects, Resource
+from multikueue.kube.resources import Objects
 from multikueue.testing import KUBERNETES_VERSION, TestBed
 from multikueue.testing.accounts import mint_service_account_kubeconfig
 from multikueue.testing.client import k8s

@@ -13,10 +13,11 @@ import yaml
 from kubernetes_asyncio import client as k8s_client
 
 from multikueue.clusters.connections import WorkerConnection
+from multikueue.kube.addresses import MULTIKUEUE_CLUSTERS
 from multikueue.kube.client import ApiClient
 from multikueue.kube.errors import Unauthorized
 from multikueue.kube.kubeconfig import access_from_kubeconfig
-from multikueue.kube.resources import MULTIKUEUE_CLUSTERS, Objects
+from multikueue.kube.resources import Objects
 from multikueue.kube.serviceaccounts import service_account_token
 from multikueue.labels import RENEW_TOKEN_ANNOTATION
 from multikueue.testing import kueue

@@ -21,8 +21,9 @@ import anyio
 import anyio.abc
 import pytest
 
+from multikueue.kube.addresses import WORKLOADS, Resource
 from multikueue.kube.client import ApiClient
-from multikueue.kube.resources import WORKLOADS, Objects, Resource
+from multikueue.kube.resources import Objects
 from multikueue.testing import TestBed, kueue
 from multikueue.testing.apiproxy import ApiProxy
 from multikueue.testing.objects import running_status

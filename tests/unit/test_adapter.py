@@ -4,8 +4,9 @@ from typing import Any
 
 import pytest
 
-from multikueue.config import Adapter, GroupVersionKind
+from multikueue.config import Adapter
 from multikueue.dispatch.adapter import GenericAdapter, apply_merge_patch, merge_diff
+from multikueue.kube.addresses import GroupVersionKind
 from multikueue.testing.objects import pipelinerun, running_status
 
 PIPELINERUN = GroupVersionKind("tekton.dev", "v1", "PipelineRun")

@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from multikueue.config import ConfigError, GroupVersionKind, parse_configuration
+from multikueue.config import ConfigError, parse_configuration
 from multikueue.dispatch.adapter import GenericAdapter, apply_merge_patch, holds
+from multikueue.kube.addresses import GroupVersionKind
 from multikueue.testing.objects import pipelinerun, running_status
 
 PIPELINERUN = GroupVersionKind("tekton.dev", "v1", "PipelineRun")

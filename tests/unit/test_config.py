@@ -7,10 +7,10 @@ from multikueue.config import (
     DISPATCHER_INCREMENTAL,
     KUEUE_MULTIKUEUE_CONTROLLER,
     ConfigError,
-    GroupVersionKind,
     parse_configuration,
     parse_duration,
 )
+from multikueue.kube.addresses import GroupVersionKind
 
 KUEUE_TEXT = """
 apiVersion: config.kueue.x-k8s.io/v1beta2

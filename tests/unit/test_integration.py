@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 import yaml
 
-from multikueue.config import Adapter, ConfigError, GroupVersionKind, parse_configuration
+from multikueue.config import Adapter, ConfigError, parse_configuration
 from multikueue.integration import workloads
 from multikueue.integration.lifecycle import Step, admission_patch, decide, released_status, suspend_patch
 from multikueue.integration.webhook import review
+from multikueue.kube.addresses import GroupVersionKind
 from multikueue.labels import HELD_ANNOTATION, QUEUE_NAME_LABEL
 
 PR = GroupVersionKind("tekton.dev", "v1", "PipelineRun")

@@ -11,12 +11,13 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from multikueue.config import Adapter, GroupVersionKind, parse_configuration
+from multikueue.config import Adapter, parse_configuration
 from multikueue.dispatch.adapter import GenericAdapter, pruned_paths, without_paths
 from multikueue.dispatch.check import check
 from multikueue.dispatch.direct import placement_record
 from multikueue.dispatch.mirror import PrunedFields
 from multikueue.dispatch.writes import WorkerWriteFailed, WorkerWrites
+from multikueue.kube.addresses import GroupVersionKind
 from multikueue.kube.errors import (
     ApiError,
     BadRequest,

@@ -10,10 +10,11 @@ from typing import Any
 import pytest
 import yaml
 
-from multikueue.config import ConfigError, GroupVersionKind, Integration, Predicate, parse_configuration
+from multikueue.config import ConfigError, Integration, Predicate, parse_configuration
 from multikueue.dispatch.adapter import holds
 from multikueue.integration import lifecycle, workloads
 from multikueue.integration.podsetinfo import PodSetInfo
+from multikueue.kube.addresses import GroupVersionKind
 
 RAYJOB = GroupVersionKind("ray.io", "v1", "RayJob")
 POD = {"spec": {"containers": [{"name": "ray", "image": "rayproject/ray:2.9"}]}}

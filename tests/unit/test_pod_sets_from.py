@@ -7,17 +7,9 @@ from typing import Any
 
 import pytest
 
-from multikueue.config import (
-    ConfigError,
-    CountConst,
-    CountOp,
-    CountPath,
-    GroupVersionKind,
-    Topology,
-    parse_configuration,
-    parse_count,
-)
+from multikueue.config import ConfigError, CountConst, CountOp, CountPath, Topology, parse_configuration, parse_count
 from multikueue.integration import workloads
+from multikueue.kube.addresses import GroupVersionKind
 
 JOBSET = GroupVersionKind("jobset.x-k8s.io", "v1alpha2", "JobSet")
 JOB_COUNT = {"min": [{"path": ".template.spec.parallelism", "default": 1},

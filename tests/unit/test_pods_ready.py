@@ -6,8 +6,9 @@ from typing import Any
 
 import pytest
 
-from multikueue.config import ConfigError, GroupVersionKind, PodsReady, Predicate, parse_configuration
+from multikueue.config import ConfigError, PodsReady, Predicate, parse_configuration
 from multikueue.integration.lifecycle import Step, decide, pods_ready, pods_ready_condition, pods_ready_status
+from multikueue.kube.addresses import GroupVersionKind
 from multikueue.labels import QUEUE_NAME_LABEL
 
 JOBSET = GroupVersionKind("jobset.x-k8s.io", "v1alpha2", "JobSet")

@@ -82,7 +82,8 @@ def test_changed_group_versions_include_one_that_comes_back() -> None:
 
 
 def test_managed_by_problems_name_the_kind_and_the_path() -> None:
-    from multikueue.config import GroupVersionKind, parse_configuration
+    from multikueue.config import parse_configuration
+    from multikueue.kube.addresses import GroupVersionKind
     from multikueue.kube.openapi import KindSchema
     from multikueue.manager_schemas import managed_by_problems
 

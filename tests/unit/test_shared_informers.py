@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import anyio
 
+from multikueue.kube.addresses import WORKLOADS, Resource
 from multikueue.kube.client import ApiClient
 from multikueue.kube.kubeconfig import ClusterAccess
-from multikueue.kube.resources import WORKLOADS, Resource
 from multikueue.runtime.shared import SharedInformers
 
 

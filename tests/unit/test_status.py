@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from multikueue.config import GroupVersionKind
+from multikueue.kube.addresses import GroupVersionKind
 from multikueue.status import RunView, WorkerView, why
 
 PR = GroupVersionKind("tekton.dev", "v1", "PipelineRun")

@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 
 from multikueue.clusters.connections import WorkerConnection
-from multikueue.config import GroupVersionKind, parse_configuration
+from multikueue.config import parse_configuration
 from multikueue.dispatch.adapter import GenericAdapter
 from multikueue.dispatch.reconciler import WorkloadReconciler
+from multikueue.kube.addresses import GroupVersionKind
 from multikueue.kube.client import ApiClient
 from multikueue.kube.kubeconfig import ClusterAccess
 from multikueue.runtime.informer import Informer, ObjectKey

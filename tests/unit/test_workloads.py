@@ -2,8 +2,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from multikueue.config import GroupVersionKind
 from multikueue.dispatch import workloads as wl
+from multikueue.kube.addresses import GroupVersionKind
 
 
 def workload(**meta: Any) -> dict[str, Any]:
