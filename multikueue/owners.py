@@ -2,12 +2,16 @@
 
 The dispatcher (a change to a PipelineRun wakes its Workload) and the integration (the Workload of an object, the
 Workloads to delete with it) read the same Workload cache through these, rather than each keeping a map of its own.
+The name of the Workload an object gets is here too: the integration creates it, ``adapter check`` previews it.
 """
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any
+
+from multikueue.kube.addresses import GroupVersionKind
 
 Object = dict[str, Any]
 
@@ -35,3 +39,13 @@ def owner_names(obj: Object) -> list[tuple[str, str, str]]:
 
 INDEXES: dict[str, Callable[[Object], Iterable[Hashable]]] = {BY_OWNER_UID: owner_uids, BY_OWNER_NAME: owner_names}
 """Every Workload informer carries both."""
+
+_MAX_NAME = 253  # Kueue's default; its ShortWorkloadNames gate (alpha, off) would make it 63
+_HASH = 5
+
+
+def workload_name(owner_name: str, owner_uid: str, gvk: GroupVersionKind) -> str:
+    """``<kind>-<name>-<hash5>``, as Kueue's ``GetWorkloadNameForOwnerWithGVK`` names it."""
+    prefix = f"{gvk.kind.lower()}-{owner_name}"[: _MAX_NAME - 1 - _HASH]
+    digest = hashlib.sha1(f"{gvk.kind}\n{gvk.group}\n{owner_name}\n{owner_uid}".encode(), usedforsecurity=False)
+    return f"{prefix}-{digest.hexdigest()[:_HASH]}"

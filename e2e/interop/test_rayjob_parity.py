@@ -22,10 +22,10 @@ from kubernetes_asyncio import client as k8s_client
 
 from e2e.interop.conftest import Fleet
 from e2e.interop.recipes import recipe
-from multikueue.integration.workloads import workload_name
 from multikueue.kube.addresses import WORKLOADS, GroupVersionKind, Resource
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import Objects
+from multikueue.owners import workload_name
 from multikueue.testing import crds, kueue
 from multikueue.testing.client import k8s, raw_body
 from multikueue.testing.dispatcher import running

@@ -17,10 +17,10 @@ import yaml
 from kubernetes_asyncio import client as k8s_client
 
 from e2e.interop.conftest import ACCESS_PROVIDER, Fleet
-from multikueue.integration.workloads import workload_name
 from multikueue.kube.addresses import CLUSTER_PROFILES, MULTIKUEUE_CLUSTERS, WORKLOADS, GroupVersionKind, Resource
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import Objects
+from multikueue.owners import workload_name
 from multikueue.testing import kueue
 from multikueue.testing.client import k8s, raw_body
 from multikueue.testing.dispatcher import running

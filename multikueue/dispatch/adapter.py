@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from multikueue import jsonpaths
-from multikueue.config import Adapter, Predicate
+from multikueue.config import Adapter
 from multikueue.kube.addresses import GroupVersionKind
 from multikueue.labels import (
     LABEL_VALUE_MAX,
@@ -25,20 +25,10 @@ from multikueue.labels import (
     ORIGIN_LABEL,
     PREBUILT_WORKLOAD,
 )
+from multikueue.mergepatch import SAME, merge_diff, without_paths
+from multikueue.predicates import holds
 
 Object = dict[str, Any]
-
-
-def holds(predicate: Predicate, obj: Object) -> bool:
-    values = jsonpaths.find(obj, predicate.path)
-    if predicate.exists is not None:
-        return bool(values) == predicate.exists
-    if predicate.in_ is not None:
-        # ``null`` listed: no value holds too (an absent field that means its default).
-        return any(v in predicate.in_ for v in values) or (not values and None in predicate.in_)
-    if predicate.not_in is not None:
-        return bool(values) and all(v not in predicate.not_in for v in values)
-    return any(v == predicate.equals for v in values)
 
 
 @dataclass(frozen=True)
@@ -155,92 +145,9 @@ class GenericAdapter:
         mapping = self.options.status
         if tuple(mapping.paths) == (".status",) and not mapping.exclude:
             diff = merge_diff(manager_obj.get("status"), worker_obj["status"])
-            return None if diff is _SAME else {"status": diff}
+            return None if diff is SAME else {"status": diff}
         # Only the mapped fields are compared, so what others write elsewhere in the manager's status stays.
         mine = jsonpaths.project(manager_obj, mapping.paths, mapping.exclude)
         theirs = jsonpaths.project(worker_obj, mapping.paths, mapping.exclude)
         diff = merge_diff(mine.get("status") or {}, theirs.get("status") or {})
-        return None if diff is _SAME else {"status": diff}
-
-
-class _Same:
-    pass
-
-
-_SAME: Any = _Same()
-
-
-def merge_diff(old: Any, new: Any) -> Any:
-    """An RFC 7386 merge patch from ``old`` to ``new``; ``_SAME`` when equal. Removed keys become ``None``."""
-    if old == new:
-        return _SAME
-    if not isinstance(old, dict) or not isinstance(new, dict):
-        return copy.deepcopy(new)
-    patch: Object = {}
-    for key in old.keys() - new.keys():
-        patch[key] = None
-    for key, value in new.items():
-        if key not in old:
-            patch[key] = copy.deepcopy(value)
-            continue
-        sub = merge_diff(old[key], value)
-        if sub is not _SAME:
-            patch[key] = sub
-    return patch
-
-
-def apply_merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 ``MergePatch(target, patch)`` (used to check diffs round-trip)."""
-    if not isinstance(patch, dict):
-        return copy.deepcopy(patch)
-    result = copy.deepcopy(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = apply_merge_patch(result.get(key), value)
-    return result
-
-
-def pruned_paths(sent: Any, kept: Any, prefix: str = "") -> list[str]:
-    """The fields of a merge patch ``sent`` that the object written back (``kept``) does not have: what the API
-    server pruned because its schema has no place for them. Dotted paths, ``[]`` for every item of a list."""
-    if isinstance(sent, dict):
-        if not isinstance(kept, dict):
-            return [prefix] if prefix else []
-        found: list[str] = []
-        for key, value in sent.items():
-            path = f"{prefix}.{key}" if prefix else key
-            if value is None:
-                continue  # a removal: nothing to keep
-            if key not in kept:
-                found.append(path)
-            else:
-                found.extend(pruned_paths(value, kept[key], path))
-        return found
-    if isinstance(sent, list) and isinstance(kept, list) and len(sent) == len(kept):
-        items = sorted({p for s, k in zip(sent, kept, strict=True) for p in pruned_paths(s, k, f"{prefix}[]")})
-        return items
-    return []
-
-
-def without_paths(obj: Object, paths: frozenset[str]) -> Object:
-    """A copy of ``obj`` without the fields at ``paths`` (as ``pruned_paths`` names them)."""
-    result = copy.deepcopy(obj)
-    for path in paths:
-        _drop(result, path.replace("[]", ".[]").split("."))
-    return result
-
-
-def _drop(value: Any, parts: list[str]) -> None:
-    if not parts:
-        return
-    head, rest = parts[0], parts[1:]
-    if head == "[]":
-        for item in value if isinstance(value, list) else []:
-            _drop(item, rest)
-    elif isinstance(value, dict) and head in value:
-        if rest:
-            _drop(value[head], rest)
-        else:
-            del value[head]
+        return None if diff is SAME else {"status": diff}

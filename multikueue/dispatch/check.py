@@ -15,9 +15,11 @@ import yaml
 
 from multikueue import jsonpaths
 from multikueue.config import Configuration, Predicate
-from multikueue.dispatch.adapter import GenericAdapter, apply_merge_patch, holds
-from multikueue.integration.workloads import workload_name
+from multikueue.dispatch.adapter import GenericAdapter
 from multikueue.kube.addresses import GroupVersionKind
+from multikueue.mergepatch import apply_merge_patch
+from multikueue.owners import workload_name
+from multikueue.predicates import holds
 
 Object = dict[str, Any]
 

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from multikueue.dispatch.adapter import pruned_paths
 from multikueue.kube.addresses import GroupVersionKind
+from multikueue.mergepatch import pruned_paths
 from multikueue.runtime.informer import ObjectKey
 
 Object = dict[str, Any]

@@ -20,7 +20,6 @@ import jsonpatch
 
 from multikueue import jsonpaths
 from multikueue.config import Adapter, Integration, PodsReady, Predicate
-from multikueue.dispatch.adapter import apply_merge_patch, holds
 from multikueue.integration.podsetinfo import InvalidPodSetInfo, PodSetInfo, apply
 from multikueue.integration.workloads import (
     InvalidObject,
@@ -33,6 +32,8 @@ from multikueue.integration.workloads import (
 )
 from multikueue.kube.conditions import find, is_true, set_condition
 from multikueue.labels import ADMITTED, EVICTED, FINISHED, HELD_ANNOTATION, PODS_READY, QUOTA_RESERVED
+from multikueue.mergepatch import apply_merge_patch
+from multikueue.predicates import holds
 
 Object = dict[str, Any]
 

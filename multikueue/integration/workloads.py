@@ -7,7 +7,6 @@ Names, labels, the finalizer and the owner reference are those of Kueue's jobfra
 from __future__ import annotations
 
 import copy
-import hashlib
 import math
 from dataclasses import dataclass
 from typing import Any, cast
@@ -26,7 +25,6 @@ from multikueue.config import (
     check_quantity,
     template_steps,
 )
-from multikueue.dispatch.adapter import holds
 from multikueue.kube.addresses import WORKLOADS, GroupVersionKind
 from multikueue.labels import (
     JOB_UID_LABEL,
@@ -36,22 +34,13 @@ from multikueue.labels import (
     RESOURCE_IN_USE_FINALIZER,
     prebuilt_workload_of,
 )
+from multikueue.predicates import holds
 
 Object = dict[str, Any]
-
-_MAX_NAME = 253  # Kueue's default; its ShortWorkloadNames gate (alpha, off) would make it 63
-_HASH = 5
 
 
 class InvalidObject(ValueError):
     """The object cannot be turned into a Workload; the message names the field and the bad value."""
-
-
-def workload_name(owner_name: str, owner_uid: str, gvk: GroupVersionKind) -> str:
-    """``<kind>-<name>-<hash5>``, as Kueue's ``GetWorkloadNameForOwnerWithGVK`` names it."""
-    prefix = f"{gvk.kind.lower()}-{owner_name}"[: _MAX_NAME - 1 - _HASH]
-    digest = hashlib.sha1(f"{gvk.kind}\n{gvk.group}\n{owner_name}\n{owner_uid}".encode(), usedforsecurity=False)
-    return f"{prefix}-{digest.hexdigest()[:_HASH]}"
 
 
 def queue_name(obj: Object) -> str:
@@ -313,7 +302,7 @@ def build(obj: Object, gvk: GroupVersionKind, integration: Integration, *, activ
         "apiVersion": WORKLOADS.api_version,
         "kind": WORKLOADS.kind,
         "metadata": {
-            "name": workload_name(meta["name"], meta["uid"], gvk),
+            "name": owners.workload_name(meta["name"], meta["uid"], gvk),
             "namespace": meta["namespace"],
             "labels": labels,
             "finalizers": [RESOURCE_IN_USE_FINALIZER],

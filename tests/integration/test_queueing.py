@@ -18,11 +18,12 @@ from multikueue import owners
 from multikueue.clusters import connections
 from multikueue.config import parse_configuration
 from multikueue.integration.reconciler import IntegrationReconciler
-from multikueue.integration.workloads import build, workload_name
+from multikueue.integration.workloads import build
 from multikueue.kube.addresses import WORKLOADS, GroupVersionKind, Resource
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import Objects
 from multikueue.labels import HELD_ANNOTATION, QUEUE_NAME_LABEL
+from multikueue.owners import workload_name
 from multikueue.runtime.informer import Informer, ObjectKey
 from multikueue.testing import crds, kueue
 from multikueue.testing.client import k8s, raw_body

@@ -5,8 +5,9 @@ from typing import Any
 import pytest
 
 from multikueue.config import Adapter
-from multikueue.dispatch.adapter import GenericAdapter, apply_merge_patch, merge_diff
+from multikueue.dispatch.adapter import GenericAdapter
 from multikueue.kube.addresses import GroupVersionKind
+from multikueue.mergepatch import apply_merge_patch
 from multikueue.testing.objects import pipelinerun, running_status
 
 PIPELINERUN = GroupVersionKind("tekton.dev", "v1", "PipelineRun")
@@ -99,21 +100,6 @@ def test_status_patch_makes_the_manager_equal_to_the_worker() -> None:
     assert patch is not None
     assert patch["status"]["childReferences"] is None
     assert apply_merge_patch(manager_obj, patch)["status"] == remote_status
-
-
-@pytest.mark.parametrize(
-    ("old", "new"),
-    [
-        ({"a": 1}, {"a": 2}),
-        ({"a": {"b": 1, "c": 2}}, {"a": {"b": 1}}),
-        ({"a": [1, 2]}, {"a": [2]}),
-        ({}, {"a": {"b": {"c": 1}}}),
-        ({"a": 1, "b": 2}, {}),
-        (None, {"a": 1}),
-    ],
-)
-def test_merge_diff_round_trips(old: Any, new: Any) -> None:
-    assert apply_merge_patch(old, merge_diff(old, new)) == new
 
 
 def test_an_annotation_can_carry_managed_by_for_a_kind_whose_schema_has_no_field_for_it() -> None:

@@ -7,8 +7,10 @@ from typing import Any
 import pytest
 
 from multikueue.config import ConfigError, parse_configuration
-from multikueue.dispatch.adapter import GenericAdapter, apply_merge_patch, holds
+from multikueue.dispatch.adapter import GenericAdapter
 from multikueue.kube.addresses import GroupVersionKind
+from multikueue.mergepatch import apply_merge_patch
+from multikueue.predicates import holds
 from multikueue.testing.objects import pipelinerun, running_status
 
 PIPELINERUN = GroupVersionKind("tekton.dev", "v1", "PipelineRun")

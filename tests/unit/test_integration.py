@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 import yaml
 
+from multikueue import owners
 from multikueue.config import Adapter, ConfigError, parse_configuration
 from multikueue.integration import workloads
 from multikueue.integration.lifecycle import Step, admission_patch, decide, released_status, suspend_patch
@@ -69,10 +70,10 @@ def _workload(*conditions: tuple[str, str], active: bool | None = None, reason: 
 
 def test_the_workload_name_is_kueues() -> None:
     # Kueue: sha1("PipelineRun\ntekton.dev\nbuild\nu-1")[:5], after "<kind lowercased>-<name>".
-    name = workloads.workload_name("build", "u-1", PR)
+    name = owners.workload_name("build", "u-1", PR)
     assert name.startswith("pipelinerun-build-")
     assert len(name) == len("pipelinerun-build-") + 5
-    long = workloads.workload_name("x" * 300, "u-1", PR)
+    long = owners.workload_name("x" * 300, "u-1", PR)
     assert len(long) == 253
 
 

@@ -12,7 +12,7 @@ import anyio
 import anyio.lowlevel
 
 from multikueue.config import Adapter, parse_configuration
-from multikueue.dispatch.adapter import GenericAdapter, pruned_paths, without_paths
+from multikueue.dispatch.adapter import GenericAdapter
 from multikueue.dispatch.check import check
 from multikueue.dispatch.direct import placement_record
 from multikueue.dispatch.mirror import PrunedFields
@@ -33,6 +33,7 @@ from multikueue.kube.errors import (
     refused,
 )
 from multikueue.labels import PLACEMENT_PHASE, PLACEMENT_RECORD, PLACEMENT_WORKER
+from multikueue.mergepatch import pruned_paths, without_paths
 from multikueue.runtime.controller import Controller
 from multikueue.runtime.informer import ObjectKey, retry_delay
 from multikueue.runtime.workqueue import Backoff

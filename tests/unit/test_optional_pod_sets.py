@@ -11,10 +11,10 @@ import pytest
 import yaml
 
 from multikueue.config import ConfigError, Integration, Predicate, parse_configuration
-from multikueue.dispatch.adapter import holds
 from multikueue.integration import lifecycle, workloads
 from multikueue.integration.podsetinfo import PodSetInfo
 from multikueue.kube.addresses import GroupVersionKind
+from multikueue.predicates import holds
 
 RAYJOB = GroupVersionKind("ray.io", "v1", "RayJob")
 POD = {"spec": {"containers": [{"name": "ray", "image": "rayproject/ray:2.9"}]}}
