@@ -15,7 +15,6 @@ import structlog
 
 from multikueue import owners
 from multikueue.clusters.admissioncheck import AdmissionCheckReconciler
-from multikueue.clusters.connections import discover_later
 from multikueue.clusters.reconciler import ClusterReconciler
 from multikueue.clusters.worker import Worker
 from multikueue.config import ConfigError, Configuration, parse_configuration
@@ -34,7 +33,7 @@ from multikueue.kube.addresses import (
     Resource,
 )
 from multikueue.kube.client import ApiClient
-from multikueue.kube.discovery import KindMisspelt, KindUnavailable, discover_resource
+from multikueue.kube.discovery import KindMisspelt, KindUnavailable, discover_later, discover_resource
 from multikueue.kube.errors import TRANSIENT, ApiError, KubeError, describe
 from multikueue.kube.resources import Objects
 from multikueue.manager_schemas import managed_by_problems, published_kinds

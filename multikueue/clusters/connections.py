@@ -57,28 +57,6 @@ def fingerprint(kubeconfig: Object) -> str:
     return hashlib.sha256(json.dumps(kubeconfig, sort_keys=True).encode()).hexdigest()
 
 
-KIND_RETRY_SECONDS = 30.0
-_DISCOVERY_FAILURES: tuple[type[Exception], ...] = (KindUnavailable, KubeError)
-"""How often a configured kind that a cluster does not serve (its CRD missing) is looked for again."""
-
-
-async def discover_later(
-    api: ApiClient, missing: list[GroupVersionKind], on_served: Callable[[GroupVersionKind, Resource], None]
-) -> None:
-    """Look for each kind in ``missing`` every ``KIND_RETRY_SECONDS`` and hand it to ``on_served`` once the cluster
-    serves it: a CRD installed after start is picked up without a restart. Returns when none is missing."""
-    while missing:
-        await anyio.sleep(KIND_RETRY_SECONDS)
-        for gvk in list(missing):
-            try:
-                resource = await discover_resource(api, gvk)
-            except _DISCOVERY_FAILURES:
-                continue  # still missing, or the server did not answer: the next round asks again
-            missing.remove(gvk)
-            log.info("kind now served; watching it", kind=str(gvk))
-            on_served(gvk, resource)
-
-
 class ConnectionFailed(Exception):
     pass
 

@@ -18,7 +18,6 @@ import structlog
 from anyio.abc import TaskGroup
 
 from multikueue.clusters.connections import (
-    KIND_RETRY_SECONDS,
     ConnectionFailed,
     WorkerConnection,
     WorkerEventHandler,
@@ -32,6 +31,7 @@ from multikueue.clusters.renewer import TokenRenewer
 from multikueue.config import Configuration
 from multikueue.kube import conditions
 from multikueue.kube.addresses import CLUSTER_PROFILES, MULTIKUEUE_CLUSTERS
+from multikueue.kube.discovery import KIND_RETRY_SECONDS
 from multikueue.kube.errors import NotFound, describe
 from multikueue.kube.resources import Objects
 from multikueue.labels import CREDENTIALS_EXPIRY_ANNOTATION, WORKER_IDENTITY_ANNOTATION

@@ -13,7 +13,6 @@ import anyio
 import structlog
 
 from multikueue import owners
-from multikueue.clusters.connections import discover_later
 from multikueue.config import Configuration, Integration
 from multikueue.integration import podsetinfo, workloads
 from multikueue.integration.lifecycle import (
@@ -30,7 +29,7 @@ from multikueue.integration.lifecycle import (
 from multikueue.kube import events
 from multikueue.kube.addresses import KUEUE, RESOURCE_FLAVORS, WORKLOADS, GroupVersionKind, Resource
 from multikueue.kube.client import ApiClient
-from multikueue.kube.discovery import KindUnavailable, discover_resource
+from multikueue.kube.discovery import KindUnavailable, discover_later, discover_resource
 from multikueue.kube.errors import ApiError, Conflict, NotFound, describe
 from multikueue.kube.resources import Objects
 from multikueue.labels import PRIORITY_CLASS_LABEL, RESOURCE_IN_USE_FINALIZER

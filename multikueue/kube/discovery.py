@@ -1,13 +1,19 @@
 """Discovery: the resource behind a kind (its plural, scope and whether it has a ``/status`` subresource), as a
-RESTMapper finds it."""
+RESTMapper finds it, and the poller that finds a kind whose CRD is installed after start."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
+
+import anyio
+import structlog
 
 from multikueue.kube.addresses import GroupVersionKind, Resource
 from multikueue.kube.client import ApiClient
-from multikueue.kube.errors import ApiError, NotFound
+from multikueue.kube.errors import ApiError, KubeError, NotFound
+
+log = structlog.get_logger(__name__)
 
 
 class KindUnavailable(Exception):
@@ -80,3 +86,25 @@ async def cluster_identity(api: ApiClient) -> str:
     recreated). Raises the API's error where it cannot be read."""
     namespace = await api.request("GET", "/api/v1/namespaces/kube-system")
     return str(namespace["metadata"]["uid"])
+
+
+KIND_RETRY_SECONDS = 30.0
+"""How often a configured kind that a cluster does not serve (its CRD missing) is looked for again."""
+_DISCOVERY_FAILURES: tuple[type[Exception], ...] = (KindUnavailable, KubeError)
+
+
+async def discover_later(
+    api: ApiClient, missing: list[GroupVersionKind], on_served: Callable[[GroupVersionKind, Resource], None]
+) -> None:
+    """Look for each kind in ``missing`` every ``KIND_RETRY_SECONDS`` and hand it to ``on_served`` once the cluster
+    serves it: a CRD installed after start is picked up without a restart. Returns when none is missing."""
+    while missing:
+        await anyio.sleep(KIND_RETRY_SECONDS)
+        for gvk in list(missing):
+            try:
+                resource = await discover_resource(api, gvk)
+            except _DISCOVERY_FAILURES:
+                continue  # still missing, or the server did not answer: the next round asks again
+            missing.remove(gvk)
+            log.info("kind now served; watching it", kind=str(gvk))
+            on_served(gvk, resource)

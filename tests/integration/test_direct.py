@@ -11,7 +11,7 @@ from typing import Any
 import anyio
 import pytest
 
-from multikueue.clusters import connections
+from multikueue.kube import discovery
 from multikueue.kube.addresses import Resource
 from multikueue.kube.client import ApiClient
 from multikueue.testing import crds, kueue
@@ -351,7 +351,7 @@ def gadget_crd() -> dict[str, Any]:
 async def gadgets_on_the_workers_only(
     manager_api: ApiClient, worker1_api: ApiClient, worker2_api: ApiClient, monkeypatch: pytest.MonkeyPatch
 ) -> AsyncIterator[None]:
-    monkeypatch.setattr(connections, "KIND_RETRY_SECONDS", 1.0)  # the manager looks again every second
+    monkeypatch.setattr(discovery, "KIND_RETRY_SECONDS", 1.0)  # the manager looks again every second
     for api in (worker1_api, worker2_api):
         await crds.install_crds(api, [gadget_crd()])
     yield

@@ -15,10 +15,10 @@ import yaml
 from kubernetes_asyncio import client as k8s_client
 
 from multikueue import owners
-from multikueue.clusters import connections
 from multikueue.config import parse_configuration
 from multikueue.integration.reconciler import IntegrationReconciler
 from multikueue.integration.workloads import build
+from multikueue.kube import discovery
 from multikueue.kube.addresses import WORKLOADS, GroupVersionKind, Resource
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import Objects
@@ -694,7 +694,7 @@ async def test_a_copy_that_arrives_before_its_prebuilt_workload_is_adopted_when_
 async def test_a_kind_installed_after_start_is_integrated_without_a_restart(
     manager_api: ApiClient, namespace: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(connections, "KIND_RETRY_SECONDS", 1.0)  # looked for again every second
+    monkeypatch.setattr(discovery, "KIND_RETRY_SECONDS", 1.0)  # looked for again every second
     group = "late-integration.multikueue.x-k8s.io"
     sprockets = Objects(manager_api, Resource(group, "v1", "sprockets", "Sprocket"))
     adapter = {**WIDGET_ADAPTER, "name": f"Sprocket.v1.{group}"}
