@@ -42,7 +42,7 @@ from bench import mix as mixes
 from bench.run import NAMESPACE, PIPELINERUNS, RESULTS, ROOT, say
 from multikueue.config import parse_configuration
 from multikueue.dispatch.adapter import GenericAdapter
-from multikueue.dispatch.workloads import clone_for_create
+from multikueue.dispatch.workload_state import clone_for_create
 from multikueue.kube.addresses import WORKLOADS, GroupVersionKind
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
 from multikueue.kube.resources import Objects

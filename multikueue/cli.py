@@ -262,8 +262,8 @@ def _adapter_check(config_path: str, object_path: str, worker_path: str | None) 
 
     import yaml
 
+    from multikueue.commands.adapter_check import check
     from multikueue.config import ConfigError, parse_configuration
-    from multikueue.dispatch.check import check
 
     try:
         config = parse_configuration(Path(config_path).read_text(), source=f"file {config_path}")
@@ -310,7 +310,7 @@ def _worker_kubeconfigs(values: list[str]) -> dict[str, Any]:
 
     import yaml
 
-    from multikueue.clusters.kubeconfig import validate_kubeconfig
+    from multikueue.clusters.worker_kubeconfig import validate_kubeconfig
 
     found = {}
     for value in values:
@@ -364,7 +364,7 @@ def _run_on_a_run(
 
 
 def _status(args: argparse.Namespace) -> int:
-    from multikueue import status
+    from multikueue.commands import status
 
     async def body(api: Any, gvk: Any, namespace: str, name: str, workers: Any) -> int:
         view = await status.gather(api, gvk, namespace, name, args.secrets_namespace, workers)
@@ -378,9 +378,9 @@ async def _pod_selector(api: Any, args: argparse.Namespace, gvk: Any) -> str:
     """``--selector``, else the kind's ``podSelector`` in the dispatcher's configuration (file or ConfigMap)."""
     import anyio
 
+    from multikueue.commands.logs import LogsUnavailable
     from multikueue.config import parse_configuration
     from multikueue.kube import core
-    from multikueue.podlogs import LogsUnavailable
 
     if args.selector:
         return str(args.selector)
@@ -399,14 +399,14 @@ async def _pod_selector(api: Any, args: argparse.Namespace, gvk: Any) -> str:
 
 
 def _logs(args: argparse.Namespace) -> int:
-    from multikueue import podlogs, status
+    from multikueue.commands import logs, status
 
     async def body(api: Any, gvk: Any, namespace: str, name: str, workers: Any) -> int:
         selector = await _pod_selector(api, args, gvk)
         view = await status.gather(api, gvk, namespace, name, args.secrets_namespace, workers)
-        request = podlogs.Request(namespace, name, selector, args.container, args.follow)
-        await podlogs.stream(api, view, request, lambda line: print(line, flush=True), workers,
-                             args.secrets_namespace)  # fmt: skip
+        request = logs.Request(namespace, name, selector, args.container, args.follow)
+        await logs.stream(api, view, request, lambda line: print(line, flush=True), workers,
+                          args.secrets_namespace)  # fmt: skip
         return 0
 
     return _run_on_a_run("logs", args, body)
@@ -415,7 +415,7 @@ def _logs(args: argparse.Namespace) -> int:
 def _explain(args: argparse.Namespace) -> int:
     import anyio
 
-    from multikueue.dispatch.direct import explain
+    from multikueue.commands.explain import explain
     from multikueue.kube.addresses import GroupVersionKind
     from multikueue.kube.client import api_client_from_kubeconfig
     from multikueue.kube.errors import KubeconfigError, KubeError, describe

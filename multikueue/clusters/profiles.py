@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from multikueue.clusters.kubeconfig import KubeconfigRejected, is_valid_host
+from multikueue.clusters.worker_kubeconfig import KubeconfigRejected, is_valid_host
 from multikueue.config import ClusterProfileAccessProvider
 from multikueue.kube.kubeconfig import EXEC_EXTENSION
 

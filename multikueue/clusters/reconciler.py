@@ -25,9 +25,9 @@ from multikueue.clusters.connections import (
     fingerprint,
     retry_after,
 )
-from multikueue.clusters.kubeconfig import BAD_KUBECONFIG, KubeconfigRejected, validate_kubeconfig
 from multikueue.clusters.profiles import BAD_CLUSTER_PROFILE, kubeconfig_from_profile, profile_name
 from multikueue.clusters.renewer import TokenRenewer
+from multikueue.clusters.worker_kubeconfig import BAD_KUBECONFIG, KubeconfigRejected, validate_kubeconfig
 from multikueue.config import Configuration
 from multikueue.kube import conditions
 from multikueue.kube.addresses import CLUSTER_PROFILES, MULTIKUEUE_CLUSTERS

@@ -25,7 +25,7 @@ from typing import Any
 
 from multikueue import specdigest
 from multikueue.config import DISPATCHER_ALL_AT_ONCE, DISPATCHER_INCREMENTAL
-from multikueue.dispatch import workloads as wl
+from multikueue.dispatch import workload_state as wl
 
 Object = dict[str, Any]
 UNEXPECTED_READY = "Admission check is Ready but no admitting cluster is recorded; this is unexpected, please report it"

@@ -19,7 +19,7 @@ import structlog
 from multikueue.clusters.worker import Worker
 from multikueue.config import Configuration
 from multikueue.dispatch import copies, decision
-from multikueue.dispatch import workloads as wl
+from multikueue.dispatch import workload_state as wl
 from multikueue.dispatch.adapter import GenericAdapter
 from multikueue.dispatch.mirror import PrunedFields, pruned_message
 from multikueue.dispatch.writes import WorkerWriteFailed, WorkerWrites, Write

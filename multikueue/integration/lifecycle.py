@@ -21,7 +21,7 @@ import jsonpatch
 from multikueue import jsonpaths
 from multikueue.config import Adapter, Integration, PodsReady, Predicate
 from multikueue.integration.podsetinfo import InvalidPodSetInfo, PodSetInfo, apply
-from multikueue.integration.workloads import (
+from multikueue.integration.workload_spec import (
     InvalidObject,
     controller_uid,
     equivalent,

@@ -14,7 +14,7 @@ import structlog
 
 from multikueue import owners
 from multikueue.config import Configuration, Integration
-from multikueue.integration import podsetinfo, workloads
+from multikueue.integration import podsetinfo, workload_spec
 from multikueue.integration.lifecycle import (
     Decision,
     Step,
@@ -76,7 +76,7 @@ class IntegrationReconciler:
         return self.workload_informer.by_index(owners.BY_OWNER_NAME, (key.namespace, gvk.kind, key.name))
 
     def _workload_for(self, gvk: GroupVersionKind, obj: Object) -> Object | None:
-        prebuilt = workloads.prebuilt_workload(obj)
+        prebuilt = workload_spec.prebuilt_workload(obj)
         namespace = obj["metadata"]["namespace"]
         if prebuilt:
             return self.workload_informer.get(ObjectKey(namespace, prebuilt))
@@ -113,7 +113,10 @@ class IntegrationReconciler:
         if step is Step.NOTHING:
             return None
         if step is Step.WAIT_FOR_PREBUILT:
-            self._awaiting[ObjectKey(meta["namespace"], workloads.prebuilt_workload(obj))] = (gvk, ObjectKey.of(obj))
+            self._awaiting[ObjectKey(meta["namespace"], workload_spec.prebuilt_workload(obj))] = (
+                gvk,
+                ObjectKey.of(obj),
+            )
             return Result(requeue_after=PREBUILT_RECHECK)
         if step in (Step.HOLD, Step.MARK_HELD, Step.STOP, Step.RUN):
             await self._suspend_or_run((gvk, ObjectKey.of(obj)), resource, obj, workload, decision, integration)
@@ -132,11 +135,11 @@ class IntegrationReconciler:
         guard = {"resourceVersion": wl_meta["resourceVersion"]}
         if step is Step.ADOPT:
             refs = [r for r in wl_meta.get("ownerReferences") or [] if not r.get("controller")]
-            patch = {"metadata": {**guard, "ownerReferences": [*refs, workloads.owner_reference(obj, gvk)],
-                                  "labels": workloads.job_uid_labels(obj["metadata"]["uid"])}}  # fmt: skip
+            patch = {"metadata": {**guard, "ownerReferences": [*refs, workload_spec.owner_reference(obj, gvk)],
+                                  "labels": workload_spec.job_uid_labels(obj["metadata"]["uid"])}}  # fmt: skip
             await self.workloads.patch(name, patch, namespace)
         elif step in (Step.ACTIVATE, Step.DEACTIVATE, Step.UPDATE_QUEUE):
-            spec = {"queueName": workloads.queue_name(obj)} if step is Step.UPDATE_QUEUE else {
+            spec = {"queueName": workload_spec.queue_name(obj)} if step is Step.UPDATE_QUEUE else {
                 "active": step is Step.ACTIVATE}  # fmt: skip
             await self.workloads.patch(name, {"metadata": guard, "spec": spec}, namespace)
         elif step is Step.REMOVE_FINALIZER:
@@ -220,12 +223,12 @@ class IntegrationReconciler:
             if class_name:
                 found = await self.priorities.get(class_name)
                 if found is None:
-                    raise workloads.InvalidObject(
+                    raise workload_spec.InvalidObject(
                         f"label {PRIORITY_CLASS_LABEL}: no WorkloadPriorityClass named {class_name!r}"
                     )
-                priority = workloads.Priority(class_name, int(found.get("value", 0)))
-            body = workloads.build(obj, gvk, integration, active=active, priority=priority)
-        except workloads.InvalidObject as e:
+                priority = workload_spec.Priority(class_name, int(found.get("value", 0)))
+            body = workload_spec.build(obj, gvk, integration, active=active, priority=priority)
+        except workload_spec.InvalidObject as e:
             # Kueue's UnretryableError: said once on the object; a change to the object brings it back here.
             message = f"cannot make a Workload: {e}"
             await self._say_once(key, obj, "ErrWorkloadCompose", message)

@@ -17,7 +17,7 @@ from kubernetes_asyncio import client as k8s_client
 from multikueue import owners
 from multikueue.config import parse_configuration
 from multikueue.integration.reconciler import IntegrationReconciler
-from multikueue.integration.workloads import build
+from multikueue.integration.workload_spec import build
 from multikueue.kube import discovery
 from multikueue.kube.addresses import WORKLOADS, GroupVersionKind, Resource
 from multikueue.kube.client import ApiClient

@@ -1,4 +1,4 @@
-"""``multikueue adapter check``: the offline rendering of one object, good and bad inputs."""
+"""``multikueue adapter check``: the offline rendering of one object, good and bad inputs, and the report's wording."""
 
 from __future__ import annotations
 
@@ -8,6 +8,9 @@ import pytest
 import yaml
 
 from multikueue.cli import main
+from multikueue.commands.adapter_check import check
+from multikueue.config import parse_configuration
+from multikueue.testing.objects import pipelinerun
 
 ROOT = Path(__file__).parents[2]
 CONFIG = ROOT / "examples" / "tekton" / "adapter-config.yaml"
@@ -86,3 +89,29 @@ def test_a_bad_configuration_or_file_stops_with_the_field_or_path_named(
     code, _, err = run(capsys, "--config", str(CONFIG), "--object", missing)
     assert code == 2
     assert f"cannot read the object {missing}" in err
+
+
+def test_the_offline_check_names_the_right_spelling_and_the_modes_outcome() -> None:
+    config = parse_configuration("""
+multiKueue: {externalFrameworks: [{name: pipelinerun.v1.tekton.dev}]}
+dispatcher: {adapters: [{name: pipelinerun.v1.tekton.dev, mode: Direct}]}
+""")
+    run = pipelinerun("hello", managedBy="kueue.x-k8s.io/multikueue")
+    run["metadata"]["namespace"] = "ns"
+    problems = check(config, run).problems
+    assert len(problems) == 1
+    assert 'configured as "pipelinerun.v1.tekton.dev": kinds are case-sensitive' in problems[0]
+    assert "PipelineRun.v1.tekton.dev" in problems[0]
+
+
+def test_the_offline_check_previews_a_direct_mode_copy_without_workload_notes() -> None:
+    config = parse_configuration("""
+multiKueue: {externalFrameworks: [{name: PipelineRun.v1.tekton.dev}]}
+dispatcher: {adapters: [{name: PipelineRun.v1.tekton.dev, mode: Direct}]}
+""")
+    run = pipelinerun("hello", managedBy="kueue.x-k8s.io/multikueue")
+    run["metadata"].update(namespace="ns", uid="u-1")
+    report = check(config, run)
+    copy = next(body for title, body in report.sections if title.startswith("worker copy"))
+    assert "prebuilt-workload-name" not in copy
+    assert "placed worker (Direct mode)" in next(t for t, _ in report.sections if t.startswith("worker copy"))

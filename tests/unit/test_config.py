@@ -133,3 +133,41 @@ def test_gvk_follows_parse_kind_arg() -> None:
     assert str(gvk) == "tekton.dev/v1, Kind=PipelineRun"
     # Kind is case-sensitive and taken verbatim, as in Kueue: the KEP's lowercase example never matches owners.
     assert GroupVersionKind.parse("pipelinerun.v1.tekton.dev").kind == "pipelinerun"
+
+
+@pytest.mark.parametrize(
+    ("integration", "message"),
+    [
+        ("{suspend: {path: '.spec.x[0]', value: true}, podSets: [{}]}", "integration.suspend.path: must be a plain"),
+        ("{suspend: {path: .spec.suspend}, podSets: [{}]}", "integration.suspend.value: Field required"),
+        ("{suspend: {path: .spec.suspend, value: true}}", "integration.podSets: at least one pod set"),
+        (
+            "{suspend: {path: .spec.suspend, value: true}, podSets: [{requests: {cpu: 1x}}]}",
+            "integration.podSets[0].requests.cpu: must be a non-negative resource quantity such as 500m, 2Gi or 1, "
+            "got '1x'",
+        ),
+        (
+            "{suspend: {path: .spec.suspend, value: true}, podSets: [{template: .spec.t, requests: {cpu: '1'}}]}",
+            "integration.podSets[0].template: requests come from the template",
+        ),
+        ("{suspend: {path: .spec.suspend, value: true}, podSets: [{}, {}]}", "duplicate names ['main']"),
+    ],
+)
+def test_bad_integration_options_name_the_field_and_value(integration: str, message: str) -> None:
+    text = f"""
+multiKueue: {{externalFrameworks: [{{name: PipelineRun.v1.tekton.dev}}]}}
+dispatcher: {{adapters: [{{name: PipelineRun.v1.tekton.dev, integration: {integration}}}]}}
+"""
+    with pytest.raises(ConfigError) as error:
+        parse_configuration(text)
+    assert message in str(error.value)
+
+
+def test_an_integration_cannot_be_direct() -> None:
+    text = """
+multiKueue: {externalFrameworks: [{name: PipelineRun.v1.tekton.dev}]}
+dispatcher: {adapters: [{name: PipelineRun.v1.tekton.dev, mode: Direct,
+                         integration: {suspend: {path: .spec.suspend, value: true}, podSets: [{}]}}]}
+"""
+    with pytest.raises(ConfigError, match=r"adapters\[0\]\.integration: queues the kind with Kueue"):
+        parse_configuration(text)

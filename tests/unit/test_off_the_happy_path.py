@@ -1,5 +1,6 @@
-"""Pure pieces of the off-the-happy-path fixes: error descriptions, pruned fields, retry delays, the placement
-record, what a copy must not carry, the offline check's wording, and writes to several workers at once."""
+"""Pure pieces of the off-the-happy-path fixes: error descriptions, retry delays, the placement record, what a copy
+must not carry, and writes to several workers at once (pruned fields: test_mirror.py; the offline check's wording:
+test_adapter_check.py)."""
 
 from __future__ import annotations
 
@@ -11,11 +12,9 @@ from typing import Any
 import anyio
 import anyio.lowlevel
 
-from multikueue.config import Adapter, parse_configuration
+from multikueue.config import Adapter
 from multikueue.dispatch.adapter import GenericAdapter
-from multikueue.dispatch.check import check
 from multikueue.dispatch.direct import placement_record
-from multikueue.dispatch.mirror import PrunedFields
 from multikueue.dispatch.writes import WorkerWriteFailed, WorkerWrites
 from multikueue.kube.addresses import GroupVersionKind
 from multikueue.kube.errors import (
@@ -33,9 +32,8 @@ from multikueue.kube.errors import (
     refused,
 )
 from multikueue.labels import PLACEMENT_PHASE, PLACEMENT_RECORD, PLACEMENT_WORKER
-from multikueue.mergepatch import pruned_paths, without_paths
 from multikueue.runtime.controller import Controller
-from multikueue.runtime.informer import ObjectKey, retry_delay
+from multikueue.runtime.informer import retry_delay
 from multikueue.runtime.workqueue import Backoff
 from multikueue.testing.objects import pipelinerun
 
@@ -80,30 +78,6 @@ def test_a_worker_write_failure_names_worker_object_and_reason_and_carries_log_f
                                   "code": "403"}  # fmt: skip
 
 
-def test_pruned_fields_are_named_and_left_out_of_the_next_comparison() -> None:
-    sent = {"status": {"phase": "Running", "newField": {"a": 1}, "items": [{"x": 1, "y": 2}], "gone": None}}
-    kept = {"status": {"phase": "Running", "items": [{"x": 1}]}}
-    assert pruned_paths(sent["status"], kept["status"], "status") == ["status.newField", "status.items[].y"]
-    worker_obj = {"status": {"phase": "Done", "newField": {"a": 2}, "items": [{"x": 1, "y": 3}]}}
-    assert without_paths(worker_obj, frozenset({"status.newField", "status.items[].y"})) == {
-        "status": {"phase": "Done", "items": [{"x": 1}]}
-    }
-    adapter = GenericAdapter(PIPELINERUN, "m", Adapter.defaults(PIPELINERUN))
-    manager = {"status": {"phase": "Done", "items": [{"x": 1}]}}
-    assert adapter.status_patch(manager, worker_obj) is not None  # without the memory: a write on every pass
-    assert adapter.status_patch(manager, worker_obj, frozenset({"status.newField", "status.items[].y"})) is None
-
-
-def test_pruned_fields_are_told_once_per_object_and_remembered_per_kind() -> None:
-    pruned = PrunedFields()
-    patch, answer = {"status": {"a": 1, "b": 2}}, {"status": {"a": 1}}
-    assert pruned.learn(PIPELINERUN, ObjectKey("ns", "one"), patch, answer) == ["status.b"]
-    assert pruned.learn(PIPELINERUN, ObjectKey("ns", "one"), patch, answer) == []
-    assert pruned.learn(PIPELINERUN, ObjectKey("ns", "two"), patch, answer) == ["status.b"]
-    assert pruned.of(PIPELINERUN) == {"status.b"}
-    assert pruned.learn(PIPELINERUN, ObjectKey("ns", "three"), {"status": {"a": 2}}, {"status": {"a": 2}}) == []
-
-
 def test_a_busy_server_is_asked_again_when_it_says_not_after_the_grown_backoff() -> None:
     backoff = Backoff(base=0.5, factor=2, cap=30)
     starting = api_exception(429, "Too Many Requests", {"message": "storage is (re)initializing"}, {"Retry-After": "1"})
@@ -137,32 +111,6 @@ def test_a_copy_carries_neither_kubectls_last_applied_nor_the_managers_placement
     assert notes["team"] == "kept"
     assert not {"kubectl.kubernetes.io/last-applied-configuration", PLACEMENT_WORKER, PLACEMENT_PHASE} & set(notes)
     assert PLACEMENT_RECORD not in notes
-
-
-def test_the_offline_check_names_the_right_spelling_and_the_modes_outcome() -> None:
-    config = parse_configuration("""
-multiKueue: {externalFrameworks: [{name: pipelinerun.v1.tekton.dev}]}
-dispatcher: {adapters: [{name: pipelinerun.v1.tekton.dev, mode: Direct}]}
-""")
-    run = pipelinerun("hello", managedBy="kueue.x-k8s.io/multikueue")
-    run["metadata"]["namespace"] = "ns"
-    problems = check(config, run).problems
-    assert len(problems) == 1
-    assert 'configured as "pipelinerun.v1.tekton.dev": kinds are case-sensitive' in problems[0]
-    assert "PipelineRun.v1.tekton.dev" in problems[0]
-
-
-def test_the_offline_check_previews_a_direct_mode_copy_without_workload_notes() -> None:
-    config = parse_configuration("""
-multiKueue: {externalFrameworks: [{name: PipelineRun.v1.tekton.dev}]}
-dispatcher: {adapters: [{name: PipelineRun.v1.tekton.dev, mode: Direct}]}
-""")
-    run = pipelinerun("hello", managedBy="kueue.x-k8s.io/multikueue")
-    run["metadata"].update(namespace="ns", uid="u-1")
-    report = check(config, run)
-    copy = next(body for title, body in report.sections if title.startswith("worker copy"))
-    assert "prebuilt-workload-name" not in copy
-    assert "placed worker (Direct mode)" in next(t for t, _ in report.sections if t.startswith("worker copy"))
 
 
 async def test_writes_to_workers_run_side_by_side_and_a_hung_one_finishes_in_the_background() -> None:

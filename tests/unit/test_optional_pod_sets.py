@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from multikueue.config import ConfigError, Integration, Predicate, parse_configuration
-from multikueue.integration import lifecycle, workloads
+from multikueue.integration import lifecycle, workload_spec
 from multikueue.integration.podsetinfo import PodSetInfo
 from multikueue.kube.addresses import GroupVersionKind
 from multikueue.predicates import holds
@@ -54,7 +54,7 @@ def rayjob(mode: str | None = None, submitter: dict[str, Any] | None = None) -> 
 
 
 def by_name(obj: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {p["name"]: p for p in workloads.pod_sets(obj, integration())}
+    return {p["name"]: p for p in workload_spec.pod_sets(obj, integration())}
 
 
 def test_null_in_an_in_list_holds_when_the_path_has_no_value_and_only_then() -> None:
@@ -81,10 +81,10 @@ def test_a_submitter_template_in_the_object_is_used_as_it_is() -> None:
 
 def test_no_submitter_pod_set_without_a_submitter_job() -> None:
     for mode in ("HTTPMode", "InteractiveMode", "SidecarMode"):
-        pod_sets = workloads.pod_sets(rayjob(mode, copy.deepcopy(POD)), integration())
+        pod_sets = workload_spec.pod_sets(rayjob(mode, copy.deepcopy(POD)), integration())
         assert [p["name"] for p in pod_sets] == ["head", "w"], mode
         # templates() lines up with the pod sets: admission writes each pod set's info into its own template.
-        assert len(workloads.templates(rayjob(mode), integration())) == 2
+        assert len(workload_spec.templates(rayjob(mode), integration())) == 2
 
 
 def test_sidecar_mode_counts_the_submitter_container_in_the_head_pod_set_only() -> None:
@@ -173,6 +173,6 @@ def test_an_object_for_which_no_pod_set_is_present_is_refused_naming_why() -> No
     found = parse_configuration(text).adapter(RAYJOB).integration
     assert found is not None
     obj: dict[str, Any] = {"metadata": {"name": "x"}, "spec": {"template": POD}}
-    with pytest.raises(workloads.InvalidObject, match="no pod sets: the `when` of every pod set"):
-        workloads.pod_sets(obj, found)
-    assert [p["name"] for p in workloads.pod_sets({**obj, "spec": {**obj["spec"], "on": True}}, found)] == ["only"]
+    with pytest.raises(workload_spec.InvalidObject, match="no pod sets: the `when` of every pod set"):
+        workload_spec.pod_sets(obj, found)
+    assert [p["name"] for p in workload_spec.pod_sets({**obj, "spec": {**obj["spec"], "on": True}}, found)] == ["only"]

@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from multikueue.config import ConfigError, CountConst, CountOp, CountPath, Topology, parse_configuration, parse_count
-from multikueue.integration import workloads
+from multikueue.integration import workload_spec
 from multikueue.kube.addresses import GroupVersionKind
 
 JOBSET = GroupVersionKind("jobset.x-k8s.io", "v1alpha2", "JobSet")
@@ -50,13 +50,13 @@ def integration() -> Any:
 
 
 def test_one_pod_set_per_replicated_job_whatever_their_names_and_number() -> None:
-    two = workloads.pod_sets(
+    two = workload_spec.pod_sets(
         jobset(job("driver", replicas=1), job("workers", replicas=3, parallelism=2)), integration()
     )
     assert [(p["name"], p["count"]) for p in two] == [("driver", 1), ("workers", 6)]
     assert two[1]["template"] == {"metadata": {}, **TEMPLATE}
     three = jobset(job("a", replicas=2, parallelism=4, completions=3), job("b"), job("c", replicas=2, completions=5))
-    assert [(p["name"], p["count"]) for p in workloads.pod_sets(three, integration())] == [
+    assert [(p["name"], p["count"]) for p in workload_spec.pod_sets(three, integration())] == [
         ("a", 6),  # completions < parallelism: 2 x min(4, 3)
         ("b", 1),  # nothing given: Kueue's defaults, 1 x 1
         ("c", 2),  # no parallelism: 1 pod at a time, completions notwithstanding
@@ -65,22 +65,24 @@ def test_one_pod_set_per_replicated_job_whatever_their_names_and_number() -> Non
 
 def test_a_count_never_guesses_a_missing_value() -> None:
     expression = parse_count({"product": [".replicas", ".template.spec.parallelism"]})
-    with pytest.raises(workloads.InvalidObject, match=r"js-x: \.template\.spec\.parallelism has no value"):
-        workloads.count(expression, job("x", replicas=2), "js-x")
-    assert workloads.count(expression, job("x", replicas=2, parallelism=3), "js-x") == 6
+    with pytest.raises(workload_spec.InvalidObject, match=r"js-x: \.template\.spec\.parallelism has no value"):
+        workload_spec.count(expression, job("x", replicas=2), "js-x")
+    assert workload_spec.count(expression, job("x", replicas=2, parallelism=3), "js-x") == 6
 
 
 def test_bad_items_are_named_with_their_place_in_the_array() -> None:
-    with pytest.raises(workloads.InvalidObject, match=r"\.spec\.replicatedJobs\[1\]\.name: a pod set name must be"):
-        workloads.pod_sets(jobset(job("ok"), job("Not_A_Label")), integration())
-    with pytest.raises(workloads.InvalidObject, match=r"no items in the object"):
-        workloads.pod_sets(jobset(), integration())
-    with pytest.raises(workloads.InvalidObject, match=r"pod set names repeat"):
-        workloads.pod_sets(jobset(job("a"), job("a")), integration())
-    with pytest.raises(workloads.InvalidObject, match=r"Kueue takes at most 8"):
-        workloads.pod_sets(jobset(*(job(f"j{i}") for i in range(9))), integration())
-    with pytest.raises(workloads.InvalidObject, match=r"pod set b \(\.spec\.replicatedJobs\[1\]\): \.replicas must be"):
-        workloads.pod_sets(jobset(job("a"), {**job("b"), "replicas": "two"}), integration())
+    with pytest.raises(workload_spec.InvalidObject, match=r"\.spec\.replicatedJobs\[1\]\.name: a pod set name must be"):
+        workload_spec.pod_sets(jobset(job("ok"), job("Not_A_Label")), integration())
+    with pytest.raises(workload_spec.InvalidObject, match=r"no items in the object"):
+        workload_spec.pod_sets(jobset(), integration())
+    with pytest.raises(workload_spec.InvalidObject, match=r"pod set names repeat"):
+        workload_spec.pod_sets(jobset(job("a"), job("a")), integration())
+    with pytest.raises(workload_spec.InvalidObject, match=r"Kueue takes at most 8"):
+        workload_spec.pod_sets(jobset(*(job(f"j{i}") for i in range(9))), integration())
+    with pytest.raises(
+        workload_spec.InvalidObject, match=r"pod set b \(\.spec\.replicatedJobs\[1\]\): \.replicas must be"
+    ):
+        workload_spec.pod_sets(jobset(job("a"), {**job("b"), "replicas": "two"}), integration())
 
 
 def test_count_expressions_parse_to_a_tree_and_bad_ones_name_the_field() -> None:
@@ -116,13 +118,13 @@ dispatcher:
     found = parse_configuration(text).adapter(JOBSET).integration
     assert found is not None
     obj: dict[str, Any] = {"metadata": {"name": "x"}, "spec": {"template": TEMPLATE}}
-    with pytest.raises(workloads.InvalidObject, match=r"pod set a: \.spec\.parallelism has no value"):
-        workloads.pod_sets(obj, found)
+    with pytest.raises(workload_spec.InvalidObject, match=r"pod set a: \.spec\.parallelism has no value"):
+        workload_spec.pod_sets(obj, found)
     obj["spec"]["parallelism"] = 5
-    assert [p["count"] for p in workloads.pod_sets(obj, found)] == [5, 5]
+    assert [p["count"] for p in workload_spec.pod_sets(obj, found)] == [5, 5]
     found_b = found.model_copy(update={"pod_sets": found.pod_sets[1:]})
     del obj["spec"]["parallelism"]
-    assert [p["count"] for p in workloads.pod_sets(obj, found_b)] == [2], "an explicit count is countPath's default"
+    assert [p["count"] for p in workload_spec.pod_sets(obj, found_b)] == [2], "an explicit count is countPath's default"
 
 
 @pytest.mark.parametrize(
@@ -145,19 +147,19 @@ def test_topology_requests_are_read_from_the_template_as_kueue_reads_them(
     annotations: dict[str, str], expected: dict[str, Any] | None
 ) -> None:
     template = {"metadata": {"annotations": annotations}, "spec": TEMPLATE["spec"]}
-    assert workloads.topology_request(template, None, {}, "pod set p") == expected
+    assert workload_spec.topology_request(template, None, {}, "pod set p") == expected
 
 
 def test_index_labels_and_group_counts_come_from_the_configuration() -> None:
     topology = Topology.model_validate({"podIndexLabel": "batch.kubernetes.io/job-completion-index",
                                         "subGroupIndexLabel": "jobset.sigs.k8s.io/job-index",
                                         "subGroupCount": ".replicas"})  # fmt: skip
-    request = workloads.topology_request(TEMPLATE, topology, {"replicas": 3}, "pod set p")
+    request = workload_spec.topology_request(TEMPLATE, topology, {"replicas": 3}, "pod set p")
     assert request == {"podIndexLabel": "batch.kubernetes.io/job-completion-index", "subGroupCount": 3,
                        "subGroupIndexLabel": "jobset.sigs.k8s.io/job-index"}  # fmt: skip
     bad = {"metadata": {"annotations": {"kueue.x-k8s.io/podset-unconstrained-topology": "maybe"}}}
-    with pytest.raises(workloads.InvalidObject, match="podset-unconstrained-topology must be a boolean"):
-        workloads.topology_request(bad, None, {}, "pod set p")
+    with pytest.raises(workload_spec.InvalidObject, match="podset-unconstrained-topology must be a boolean"):
+        workload_spec.topology_request(bad, None, {}, "pod set p")
 
 
 def test_the_finished_message_is_the_first_text_at_the_configured_paths() -> None:

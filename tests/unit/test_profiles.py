@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from multikueue.clusters.kubeconfig import KubeconfigRejected
 from multikueue.clusters.profiles import kubeconfig_from_profile, profile_name
+from multikueue.clusters.worker_kubeconfig import KubeconfigRejected
 from multikueue.config import ConfigError, parse_configuration
 from multikueue.kube.kubeconfig import access_from_kubeconfig
 

@@ -13,10 +13,10 @@ from typing import Any
 
 import anyio
 
+from multikueue.commands.status import RunView, WorkerView, why, worker_kubeconfig
 from multikueue.kube import core
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
 from multikueue.labels import PLACEMENT_WORKER
-from multikueue.status import RunView, WorkerView, why, worker_kubeconfig
 
 Object = dict[str, Any]
 

@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from multikueue import owners
-from multikueue.clusters.kubeconfig import validate_kubeconfig
+from multikueue.clusters.worker_kubeconfig import validate_kubeconfig
 from multikueue.kube import core
 from multikueue.kube.addresses import MULTIKUEUE_CLUSTERS, WORKLOADS, GroupVersionKind
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig

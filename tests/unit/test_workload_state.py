@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from multikueue.dispatch import workloads as wl
+from multikueue.dispatch import workload_state as wl
 from multikueue.kube.addresses import GroupVersionKind
 
 

@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
+from multikueue.commands.status import RunView, WorkerView, why
 from multikueue.kube.addresses import GroupVersionKind
-from multikueue.status import RunView, WorkerView, why
 
 PR = GroupVersionKind("tekton.dev", "v1", "PipelineRun")
 RUN: dict[str, Any] = {"metadata": {"name": "r", "namespace": "ns", "uid": "u", "annotations": {}}}
