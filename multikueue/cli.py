@@ -543,7 +543,7 @@ def _run(args: argparse.Namespace) -> int:
                     return 2
                 except ApiError as e:
                     raise StartupError(f"cannot read the configuration {source}: {describe(e)}") from None
-            manager = Controllers(api, config, serving=serving, config_source=source, role=args.role)
+            process = Controllers(api, config, serving=serving, config_source=source, role=args.role)
             election = LeaderElectionSettings(
                 namespace=args.leader_elect_namespace,
                 name=args.leader_elect_name,
@@ -552,16 +552,16 @@ def _run(args: argparse.Namespace) -> int:
                 renew_deadline=args.renew_deadline,
                 retry_period=args.retry_period,
             )
-            work = (lambda: manager.run_as_leader(election)) if args.leader_elect else manager.run
+            work = (lambda: process.run_as_leader(election)) if args.leader_elect else process.run
 
             def unready() -> None:
-                manager.draining = True
+                process.draining = True
 
             # The listeners outlive the controllers: after SIGTERM the webhook answers on through the drain delay.
-            async with manager.serving():
+            async with process.serving():
                 signalled = await _until_signalled(work, unready)
-                if delay := drain_delay(signalled, manager.webhook is not None, args.shutdown_delay):
-                    await manager.drain(delay)
+                if delay := drain_delay(signalled, process.webhook is not None, args.shutdown_delay):
+                    await process.drain(delay)
             if signalled is not None or not args.leader_elect:
                 return 0
             # Losing the lease ends the process: a fresh start as standby is simpler and safer than resuming.

@@ -150,12 +150,12 @@ async def _direct_story(bed: TestBed, story: Story) -> None:
         story.say(f"{head} (condition MultiKueuePlacement=True, and an Event); every worker was weighed:")
         for verdict in verdicts:
             story.say(f"    {verdict}")
-        remote_runs = Objects(workers[worker], PIPELINERUNS)
-        remote = await eventually(_present(remote_runs, "hello"), timeout=60, what=f"run on {worker}")
-        story.say(f"PipelineRun hello created on {worker} without managedBy (spec keys: {sorted(remote['spec'])})")
+        worker_runs = Objects(workers[worker], PIPELINERUNS)
+        worker_obj = await eventually(_present(worker_runs, "hello"), timeout=60, what=f"run on {worker}")
+        story.say(f"PipelineRun hello created on {worker} without managedBy (spec keys: {sorted(worker_obj['spec'])})")
 
         role = f"standing in for Tekton on {worker}"
-        await remote_runs.patch_status(
+        await worker_runs.patch_status(
             "hello",
             {"status": _status("Unknown", "Running", "Tasks Completed: 0 (Failed: 0, Cancelled 0), Incomplete: 1")},
             NAMESPACE,
@@ -165,7 +165,7 @@ async def _direct_story(bed: TestBed, story: Story) -> None:
             _present(runs, "hello"), until=lambda r: _reason(r) == "Running", timeout=60, what="Running mirrored"
         )
         story.say("the manager's PipelineRun shows Succeeded=Unknown/Running: the worker's status, mirrored")
-        await remote_runs.patch_status(
+        await worker_runs.patch_status(
             "hello",
             {"status": _status("True", "Succeeded", "Tasks Completed: 1 (Failed: 0, Cancelled 0), Skipped: 0",
                                done=True)},
@@ -183,7 +183,7 @@ async def _direct_story(bed: TestBed, story: Story) -> None:
             "phase Finished, seen by the kind's finished predicate, with no Kueue on the worker"
         )
         await eventually(
-            lambda: remote_runs.get("hello", NAMESPACE), until=lambda r: r is None, timeout=60, what="clean-up"
+            lambda: worker_runs.get("hello", NAMESPACE), until=lambda r: r is None, timeout=60, what="clean-up"
         )
         story.say(f"nothing left on the workers: the dispatcher deleted the copy on {worker} after its final status")
 
@@ -232,14 +232,14 @@ async def _story(bed: TestBed, story: Story) -> None:
             timeout=60,
             what="worker2 copy removed",
         )
-        remote_runs = Objects(worker1, PIPELINERUNS)
-        remote = await eventually(_present(remote_runs, "hello"), timeout=60, what="run on worker1")
+        worker_runs = Objects(worker1, PIPELINERUNS)
+        worker_obj = await eventually(_present(worker_runs, "hello"), timeout=60, what="run on worker1")
         story.say(
-            f"PipelineRun hello created on worker1 without managedBy (spec keys: {sorted(remote['spec'])}); "
+            f"PipelineRun hello created on worker1 without managedBy (spec keys: {sorted(worker_obj['spec'])}); "
             "worker2's copy deleted"
         )
 
-        await remote_runs.patch_status(
+        await worker_runs.patch_status(
             "hello",
             {
                 "status": _status(
@@ -256,7 +256,7 @@ async def _story(bed: TestBed, story: Story) -> None:
             what="Running mirrored",
         )
         story.say("the manager's PipelineRun shows Succeeded=Unknown/Running: the worker's status, mirrored")
-        await remote_runs.patch_status(
+        await worker_runs.patch_status(
             "hello",
             {
                 "status": _status(
@@ -280,7 +280,7 @@ async def _story(bed: TestBed, story: Story) -> None:
             f"({_reason(final)}); manager Workload Finished"
         )
         await eventually(
-            lambda: remote_runs.get("hello", NAMESPACE), until=lambda r: r is None, timeout=60, what="clean-up"
+            lambda: worker_runs.get("hello", NAMESPACE), until=lambda r: r is None, timeout=60, what="clean-up"
         )
         await eventually(
             lambda: Objects(worker1, WORKLOADS).get(wl, NAMESPACE),

@@ -76,69 +76,69 @@ def _not_configured(config: Configuration, gvk: GroupVersionKind, configured: di
     )
 
 
-def check(config: Configuration, manager_obj: Object, worker_obj: Object | None = None) -> Report:
-    """The report for ``local`` (the manager object) and, if given, ``remote`` (the worker's copy)."""
+def check(config: Configuration, obj: Object, worker_obj: Object | None = None) -> Report:
+    """The report for ``obj`` (the manager object) and, if given, ``worker_obj`` (the worker's copy)."""
     report = Report()
-    if not isinstance(manager_obj, dict) or not isinstance(manager_obj.get("metadata"), dict):
+    if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
         report.problems.append("object: not a Kubernetes object (a mapping with metadata)")
         return report
-    gvk = _gvk_of(manager_obj, "object", report)
+    gvk = _gvk_of(obj, "object", report)
     if gvk is None:
         return report
     configured = {f.gvk: f.name for f in config.multi_kueue.external_frameworks}
     if gvk not in configured:
         report.problems.append(_not_configured(config, gvk, configured))
         return report
-    meta = manager_obj["metadata"]
+    meta = obj["metadata"]
     for required in ("name", "namespace"):
         if not meta.get(required):
             report.problems.append(f"object: metadata.{required} is missing")
     options = config.adapter(gvk)
     adapter = GenericAdapter(gvk, config.dispatcher.managed_by, options)
-    managed, reason = adapter.is_managed(manager_obj)
+    managed, reason = adapter.is_managed(obj)
     report.add("managedBy", f"{options.managed_by_path}: {'accepted' if managed else 'refused: ' + reason}")
     if not managed:
         outcome = "it would be left alone" if options.mode == "Direct" else "its Workload would be Rejected"
         report.problems.append(f"object: {reason}; {outcome} and nothing sent to a worker")
     for path in options.create.remove:
-        if not jsonpaths.find(manager_obj, path):
+        if not jsonpaths.find(obj, path):
             report.problems.append(f"create.remove: {path} matches nothing in this object (a typo?)")
 
     named = {
-        **manager_obj,
+        **obj,
         "metadata": {**meta, "name": meta.get("name", "?"), "namespace": meta.get("namespace", "?")},
     }
     prebuilt = workload_name(named["metadata"]["name"], str(meta.get("uid") or ""), gvk)
     copy = adapter.worker_copy(named, origin=config.multi_kueue.origin, workload_name=prebuilt)
     where = "the placed worker (Direct mode)" if options.mode == "Direct" else "the admitting worker"
     report.add(f"worker copy (created on {where})", copy)
-    report.add("suspended (status sync waits while this holds)", _verdict(options.suspended, manager_obj))
+    report.add("suspended (status sync waits while this holds)", _verdict(options.suspended, obj))
 
     worker = worker_obj if worker_obj is not None else copy
-    spec_patch = adapter.spec_patch(manager_obj, worker)
+    spec_patch = adapter.spec_patch(obj, worker)
     against = "the worker object given" if worker_obj is not None else "the copy above"
     report.add(f"spec sync (merge patch to the worker, against {against})", spec_patch or "nothing to carry")
     if worker_obj is None:
         report.add("status mapping", "give the worker object (--worker FILE) to see the status patch")
         return report
-    _status_sections(report, adapter, gvk, manager_obj, worker_obj)
+    _status_sections(report, adapter, gvk, obj, worker_obj)
     return report
 
 
 def _status_sections(
-    report: Report, adapter: GenericAdapter, gvk: GroupVersionKind, manager_obj: Object, worker_obj: Object
+    report: Report, adapter: GenericAdapter, gvk: GroupVersionKind, obj: Object, worker_obj: Object
 ) -> None:
     """What the worker object given would do to the manager's: the status patch and the run's end."""
     worker_gvk = _gvk_of(worker_obj, "worker object", report)
     if worker_gvk is not None and worker_gvk != gvk:
         report.problems.append(f"worker object: kind {worker_gvk} differs from the manager object's {gvk}")
-    patch = adapter.status_patch(manager_obj, worker_obj)
-    if adapter.suspended(manager_obj):
+    patch = adapter.status_patch(obj, worker_obj)
+    if adapter.suspended(obj):
         report.add("status mapping", "deferred: the manager object is suspended")
     else:
         report.add("status mapping (merge patch to the manager's /status)", patch or "already in sync")
         if patch:
-            report.add("manager status after the patch", apply_merge_patch(manager_obj, patch).get("status"))
+            report.add("manager status after the patch", apply_merge_patch(obj, patch).get("status"))
     options = adapter.options
     report.add("finished (on the worker object)", _verdict(options.finished, worker_obj))
     if options.failed is not None:

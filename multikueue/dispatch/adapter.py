@@ -46,13 +46,13 @@ class GenericAdapter:
         shown = "" if value is None else value
         return False, f'Expecting {path} to be "{self.managed_by}" not "{shown}"'
 
-    def build_copy(self, manager_obj: Object, *, workload_name: str | None, origin: str) -> Object:
+    def build_copy(self, obj: Object, *, workload_name: str | None, origin: str) -> Object:
         """The worker copy; ``workload_name`` is the prebuilt Workload's (None in direct mode: no Workload)."""
-        meta = manager_obj["metadata"]
+        meta = obj["metadata"]
         # What a copy may carry: labels, annotations and spec; the create transforms work on exactly that.
         body: Object = {
             "metadata": {"labels": dict(meta.get("labels") or {}), "annotations": dict(meta.get("annotations") or {})},
-            "spec": copy.deepcopy(manager_obj.get("spec") or {}),
+            "spec": copy.deepcopy(obj.get("spec") or {}),
         }
         body = jsonpaths.remove(body, self.options.managed_by_path)
         create = self.options.create
@@ -92,26 +92,26 @@ class GenericAdapter:
             "spec": body.get("spec") or {},
         }
 
-    def worker_copy(self, manager_obj: Object, *, origin: str, workload_name: str) -> Object:
+    def worker_copy(self, obj: Object, *, origin: str, workload_name: str) -> Object:
         """The copy as the dispatcher creates it in this kind's mode: in Kueue mode naming the prebuilt Workload
         (``workload_name``), in Direct mode with no Workload at all. ``multikueue adapter check`` previews this."""
         direct = self.options.mode == "Direct"
-        return self.build_copy(manager_obj, workload_name=None if direct else workload_name, origin=origin)
+        return self.build_copy(obj, workload_name=None if direct else workload_name, origin=origin)
 
-    def spec_patch(self, manager_obj: Object, worker_obj: Object) -> Object | None:
+    def spec_patch(self, obj: Object, worker_obj: Object) -> Object | None:
         """The merge patch carrying ``specSync`` fields from the manager object to the worker copy, or ``None``."""
         patch: Object = {}
         for rule in self.options.spec_sync:
-            wanted = jsonpaths.find(manager_obj, rule.path)
+            wanted = jsonpaths.find(obj, rule.path)
             if not wanted or (rule.values is not None and wanted[0] not in rule.values):
                 continue
             if jsonpaths.find(worker_obj, rule.path)[:1] != wanted[:1]:
                 patch = jsonpaths.set_value(patch, rule.path, wanted[0])
         return patch or None
 
-    def suspended(self, manager_obj: Object) -> bool:
+    def suspended(self, obj: Object) -> bool:
         """While the manager object is suspended its status is not written (it would be rejected or misleading)."""
-        return self.options.suspended is not None and holds(self.options.suspended, manager_obj)
+        return self.options.suspended is not None and holds(self.options.suspended, obj)
 
     def finished(self, worker_obj: Object) -> tuple[str, str] | None:
         """(reason, message) when the worker object itself says the run is over; ``None`` otherwise."""
@@ -121,20 +121,18 @@ class GenericAdapter:
         reason = "Failed" if failed else "Succeeded"
         return reason, f"{self.gvk.kind} {'failed' if failed else 'finished'} on the worker"
 
-    def adoptable(self, worker_obj: Object, manager_obj: Object, origin: str) -> bool:
+    def adoptable(self, worker_obj: Object, obj: Object, origin: str) -> bool:
         """A same-named worker object without the origin label is adopted only under ``Adopt`` and only when its
         annotations prove this manager created it for this very object."""
         annotations = worker_obj["metadata"].get("annotations") or {}
         return (
             self.options.conflict_policy == "Adopt"
             and annotations.get(ORIGIN_ANNOTATION) == origin
-            and bool(manager_obj["metadata"].get("uid"))
-            and annotations.get(MANAGER_UID_ANNOTATION) == manager_obj["metadata"]["uid"]
+            and bool(obj["metadata"].get("uid"))
+            and annotations.get(MANAGER_UID_ANNOTATION) == obj["metadata"]["uid"]
         )
 
-    def status_patch(
-        self, manager_obj: Object, worker_obj: Object, pruned: frozenset[str] = frozenset()
-    ) -> Object | None:
+    def status_patch(self, obj: Object, worker_obj: Object, pruned: frozenset[str] = frozenset()) -> Object | None:
         """The merge patch that makes the manager's mapped status equal the worker's, or ``None`` if nothing to do.
         ``pruned``: paths the manager's schema is known to drop (``pruned_paths``), left out of the comparison so a
         field the manager cannot hold is not written again on every pass."""
@@ -144,10 +142,10 @@ class GenericAdapter:
             worker_obj = without_paths(worker_obj, pruned)
         mapping = self.options.status
         if tuple(mapping.paths) == (".status",) and not mapping.exclude:
-            diff = merge_diff(manager_obj.get("status"), worker_obj["status"])
+            diff = merge_diff(obj.get("status"), worker_obj["status"])
             return None if diff is SAME else {"status": diff}
         # Only the mapped fields are compared, so what others write elsewhere in the manager's status stays.
-        mine = jsonpaths.project(manager_obj, mapping.paths, mapping.exclude)
+        mine = jsonpaths.project(obj, mapping.paths, mapping.exclude)
         theirs = jsonpaths.project(worker_obj, mapping.paths, mapping.exclude)
         diff = merge_diff(mine.get("status") or {}, theirs.get("status") or {})
         return None if diff is SAME else {"status": diff}

@@ -148,30 +148,30 @@ class DirectReconciler:
     # ------------------------------------------------------------------------------------------ entry
 
     async def reconcile(self, key: DirectKey) -> Result:
-        gvk, okey = key
+        gvk, obj_key = key
         informer, _ = self.kinds[gvk]
         adapter = self.adapters[gvk]
-        obj = informer.get(okey)
+        obj = informer.get(obj_key)
         if obj is None or obj["metadata"].get("deletionTimestamp"):
             last = obj or self.deleted.get(key)
-            if obj is None and last is not None and await self._left_the_shard(gvk, okey, last):
+            if obj is None and last is not None and await self._left_the_shard(gvk, obj_key, last):
                 last = None  # its copy now belongs to the shard that selects it
             if last is not None:
-                await self._remove_copies(gvk, okey, last)
+                await self._remove_copies(gvk, obj_key, last)
             self.deleted.pop(key, None)
-            self.pruned.forget(gvk, okey)
-            self.waiting[gvk].discard(okey)
+            self.pruned.forget(gvk, obj_key)
+            self.waiting[gvk].discard(obj_key)
             self.wake(gvk)
             return Result()
         if not adapter.is_managed(obj)[0]:
             return Result()  # not handed to this controller
         phase, worker = notes_of(obj).get(PLACEMENT_PHASE), notes_of(obj).get(PLACEMENT_WORKER)
         if phase in (FINISHED, FAILED):
-            await self._remove_copies(gvk, okey, obj)
+            await self._remove_copies(gvk, obj_key, obj)
             return Result()
         if not worker:
-            return await self._place(gvk, okey, adapter)
-        await self._remove_copies(gvk, okey, obj, keep=worker)  # stale copies on workers it was moved away from
+            return await self._place(gvk, obj_key, adapter)
+        await self._remove_copies(gvk, obj_key, obj, keep=worker)  # stale copies on workers it was moved away from
         placed = self.connections().get(worker)
         if placed is None or not placed.connected:
             return await self._worker_unavailable(gvk, obj, adapter, worker, placed)
@@ -179,10 +179,10 @@ class DirectReconciler:
 
     # -------------------------------------------------------------------------------------- the steps
 
-    async def _place(self, gvk: GroupVersionKind, okey: ObjectKey, adapter: GenericAdapter) -> Result:
+    async def _place(self, gvk: GroupVersionKind, obj_key: ObjectKey, adapter: GenericAdapter) -> Result:
         informer, _ = self.kinds[gvk]
         async with self._placing:
-            obj = informer.get(okey)
+            obj = informer.get(obj_key)
             if obj is None or notes_of(obj).get(PLACEMENT_WORKER):
                 return Result(requeue_after=0.0)  # deleted or placed meanwhile: look again
             decision = decide(
@@ -192,26 +192,26 @@ class DirectReconciler:
                 avoid=avoided(obj),
             )
             if decision.worker is not None:
-                self._reserved[gvk][okey] = decision.worker
+                self._reserved[gvk][obj_key] = decision.worker
         if decision.worker is None:
-            self.waiting[gvk].add(okey)
+            self.waiting[gvk].add(obj_key)
             await self._tell(gvk, obj, "False", NO_WORKER_FITS, decision.message, event_type="Warning")
             return Result()  # woken when capacity frees or a worker changes
         try:  # the written decision counts from the informer's view (observe) once it is back
             obj = await self._annotate(gvk, obj, {PLACEMENT_WORKER: decision.worker, PLACEMENT_PHASE: PLACED})
         finally:
-            self._reserved[gvk].pop(okey, None)
-        self.waiting[gvk].discard(okey)
-        log.info("object placed", kind=gvk.kind, object=str(okey), worker=decision.worker)
+            self._reserved[gvk].pop(obj_key, None)
+        self.waiting[gvk].discard(obj_key)
+        log.info("object placed", kind=gvk.kind, object=str(obj_key), worker=decision.worker)
         await self._tell(gvk, obj, "True", PLACED, decision.message)
         return Result(requeue_after=0.0)  # the next pass creates the copy
 
     async def _sync(self, gvk: GroupVersionKind, obj: Object, adapter: GenericAdapter, worker: Worker) -> Result:
-        okey = ObjectKey.of(obj)
+        obj_key = ObjectKey.of(obj)
         if (placement_record(obj) or {}).get("reason") == UNREACHABLE:
             obj = await self._tell(gvk, obj, "True", PLACED, f"worker {worker.name} is reachable again")
         worker.objects(gvk)  # KindNotServed, with the reason, before anything else
-        worker_obj = worker.copy(gvk, okey)
+        worker_obj = worker.copy(gvk, obj_key)
         if worker_obj is None:
             body = adapter.worker_copy(obj, origin=self.origin, workload_name="")
             try:
@@ -231,7 +231,7 @@ class DirectReconciler:
         if not copies.is_ours(worker_obj, self.origin):
             adopted = await copies.adopt(worker, adapter, worker_obj, obj, self.origin)
             if adopted is None:
-                message = copies.not_ours_message(gvk.kind, okey, worker.name, self.origin)
+                message = copies.not_ours_message(gvk.kind, obj_key, worker.name, self.origin)
                 await self._tell(gvk, obj, "False", "Conflict", message, event_type="Warning")
                 raise copies.OwnershipConflict(message)
             worker_obj = adopted
@@ -241,7 +241,7 @@ class DirectReconciler:
         if done is not None:
             phase = FAILED if done[0] == "Failed" else FINISHED
             await self._annotate(gvk, obj, {PLACEMENT_PHASE: phase})
-            log.info("object finished", cluster=worker.name, kind=gvk.kind, object=str(okey), phase=phase)
+            log.info("object finished", cluster=worker.name, kind=gvk.kind, object=str(obj_key), phase=phase)
             if self.metrics is not None:
                 self.metrics.objects_finished.labels(gvk.kind, worker.name, done[0]).inc()
             self.wake(gvk)
@@ -306,10 +306,10 @@ class DirectReconciler:
         obj = await self._annotate(
             gvk, obj, {PLACEMENT_WORKER: None, PLACEMENT_PHASE: None, PLACEMENT_AVOID: json.dumps(avoid)}
         )
-        okey = ObjectKey.of(obj)
-        message = f"worker {worker} {why}; placing {gvk.kind} {okey} again elsewhere"
-        log.warning("object moved away from worker", cluster=worker, kind=gvk.kind, namespace=okey.namespace,
-                    name=okey.name, why=why)  # fmt: skip
+        obj_key = ObjectKey.of(obj)
+        message = f"worker {worker} {why}; placing {gvk.kind} {obj_key} again elsewhere"
+        log.warning("object moved away from worker", cluster=worker, kind=gvk.kind, namespace=obj_key.namespace,
+                    name=obj_key.name, why=why)  # fmt: skip
         await self._tell(gvk, obj, "False", "Redispatching", message, event_type="Warning")
         if self.metrics is not None:
             self.metrics.objects_redispatched.labels(gvk.kind, worker).inc()
@@ -317,7 +317,7 @@ class DirectReconciler:
         return Result(requeue_after=0.0)
 
     async def _remove_copies(
-        self, gvk: GroupVersionKind, okey: ObjectKey, obj: Object, keep: str | None = None
+        self, gvk: GroupVersionKind, obj_key: ObjectKey, obj: Object, keep: str | None = None
     ) -> None:
         """Delete this origin's copies on the workers the object was placed on, except ``keep``."""
         named = {notes_of(obj).get(PLACEMENT_WORKER), *avoided(obj)} - {None, keep}
@@ -325,7 +325,7 @@ class DirectReconciler:
         for name in sorted(w for w in named if w):
             worker = workers.get(name)
             if worker is not None and worker.connected:  # else the garbage collector does it once it is back
-                await copies.delete(worker, gvk, okey)
+                await copies.delete(worker, gvk, obj_key)
 
     async def collect_garbage(self) -> None:
         """Copies on workers whose manager object is gone, finished, or placed elsewhere (another shard's copies,
@@ -337,37 +337,37 @@ class DirectReconciler:
                 for worker_obj in worker.copies(gvk):
                     if not self.shard.matches(worker_obj["metadata"].get("labels")):
                         continue
-                    okey = ObjectKey.of(worker_obj)
-                    obj = self.kinds[gvk][0].get(okey)
-                    if obj is None and await self._outside_the_shard(gvk, okey) is not None:
+                    obj_key = ObjectKey.of(worker_obj)
+                    obj = self.kinds[gvk][0].get(obj_key)
+                    if obj is None and await self._outside_the_shard(gvk, obj_key) is not None:
                         continue  # relabelled into another shard since its copy was made
                     wanted = (
                         obj is not None
                         and notes_of(obj).get(PLACEMENT_WORKER) == name
                         and notes_of(obj).get(PLACEMENT_PHASE) not in (FINISHED, FAILED)
                     )
-                    if not wanted and await copies.delete(worker, gvk, okey):
-                        log.info("orphan copy deleted", cluster=name, kind=gvk.kind, object=str(okey))
+                    if not wanted and await copies.delete(worker, gvk, obj_key):
+                        log.info("orphan copy deleted", cluster=name, kind=gvk.kind, object=str(obj_key))
 
-    async def _left_the_shard(self, gvk: GroupVersionKind, okey: ObjectKey, last: Object) -> bool:
+    async def _left_the_shard(self, gvk: GroupVersionKind, obj_key: ObjectKey, last: Object) -> bool:
         """Missing from the cache, the object may only have been relabelled out of this shard: its copy is then left
         to the shard that selects it (deleting it would lose the run that shard takes over), and an Event says so."""
-        obj = await self._outside_the_shard(gvk, okey)
+        obj = await self._outside_the_shard(gvk, obj_key)
         if obj is None:
             return False
         worker = notes_of(obj).get(PLACEMENT_WORKER) or notes_of(last).get(PLACEMENT_WORKER) or "none"
-        message = (f"{gvk.kind} {okey} left this dispatcher's shard (labels no longer match {self.shard.text!r}); "
+        message = (f"{gvk.kind} {obj_key} left this dispatcher's shard (labels no longer match {self.shard.text!r}); "
                    f"its copy on worker {worker} is left to the shard that selects it")  # fmt: skip
-        log.warning("object left the shard", kind=gvk.kind, object=str(okey), worker=worker)
+        log.warning("object left the shard", kind=gvk.kind, object=str(obj_key), worker=worker)
         await self._event(gvk, obj, "Normal", "LeftShard", message)
         return True
 
-    async def _outside_the_shard(self, gvk: GroupVersionKind, okey: ObjectKey) -> Object | None:
+    async def _outside_the_shard(self, gvk: GroupVersionKind, obj_key: ObjectKey) -> Object | None:
         """The object as the manager has it, if it exists outside this shard's selector (one GET; not sharded:
         never)."""
         if not self.shard.requirements:
             return None
-        obj = await Objects(self.api, self.kinds[gvk][1]).get(okey.name, okey.namespace)
+        obj = await Objects(self.api, self.kinds[gvk][1]).get(obj_key.name, obj_key.namespace)
         if obj is None or obj["metadata"].get("deletionTimestamp") or self.shard.matches(obj["metadata"].get("labels")):
             return None
         return obj

@@ -56,7 +56,7 @@ class _Pass:
     check: str
     state: Object
     adapter: GenericAdapter
-    job: Object
+    obj: Object
     connected: dict[str, Worker]
     present: dict[str, Object]  # the copy on each connected worker that has one
     late: dict[str, BaseException]  # writes of earlier passes that failed in the background
@@ -66,8 +66,8 @@ class _Pass:
         return ObjectKey.of(self.workload)
 
     @property
-    def job_key(self) -> ObjectKey:
-        return ObjectKey.of(self.job)
+    def obj_key(self) -> ObjectKey:
+        return ObjectKey.of(self.obj)
 
 
 class WorkloadReconciler:
@@ -133,17 +133,17 @@ class WorkloadReconciler:
         if found_adapter is None:
             return Result()
         adapter, owner_name = found_adapter
-        job_key = ObjectKey(key.namespace, owner_name)
-        job = None if deleted else await self._owner(workload, check_name, adapter, job_key)
+        obj_key = ObjectKey(key.namespace, owner_name)
+        obj = None if deleted else await self._object(workload, check_name, adapter, obj_key)
         workers = self.connections()
         connected = {c: w for c in clusters if (w := workers.get(c)) is not None and w.connected}
         if deleted:
-            await self._remove_everywhere(connected, adapter, job_key, key)
-            self._forget(key, job_key)
+            await self._remove_everywhere(connected, adapter, obj_key, key)
+            self._forget(key, obj_key)
             return Result()
-        if job is None:
+        if obj is None:
             return Result()  # not managed by Kueue: rejected
-        return await self._reconcile_group(workload, check_name, adapter, job, clusters, connected)
+        return await self._reconcile_group(workload, check_name, adapter, obj, clusters, connected)
 
     async def _adapter_for(self, workload: Object, check_name: str, deleted: bool) -> tuple[GenericAdapter, str] | None:
         """The adapter of the Workload's owner kind, and the owner's name; a Workload no adapter here can dispatch
@@ -161,29 +161,29 @@ class WorkloadReconciler:
             return None
         return adapter, owner[1]
 
-    async def _owner(
-        self, workload: Object, check_name: str, adapter: GenericAdapter, job_key: ObjectKey
+    async def _object(
+        self, workload: Object, check_name: str, adapter: GenericAdapter, obj_key: ObjectKey
     ) -> Object | None:
         """The manager object owning the Workload (from the kind's cache, else asked); ``None`` when Kueue does not
         manage it (the check is then Rejected)."""
         cached = self.owners.get(adapter.gvk)
-        job = cached.get(job_key) if cached is not None else None
-        if job is None:  # not watched, or not seen yet (a Workload can arrive before its owner): ask
+        obj = cached.get(obj_key) if cached is not None else None
+        if obj is None:  # not watched, or not seen yet (a Workload can arrive before its owner): ask
             resource = await self._manager_resource(adapter.gvk)
-            job = await Objects(self.api, resource).get(job_key.name, job_key.namespace)
-        if job is None:
-            raise LookupError(f"owner {adapter.gvk.kind} {job_key} not found")
-        managed, reason = adapter.is_managed(job)
+            obj = await Objects(self.api, resource).get(obj_key.name, obj_key.namespace)
+        if obj is None:
+            raise LookupError(f"owner {adapter.gvk.kind} {obj_key} not found")
+        managed, reason = adapter.is_managed(obj)
         if not managed:
             await self._set_check(workload, check_name, wl.REJECTED, f"The owner is not managed by Kueue: {reason}")
             return None
-        return job
+        return obj
 
-    def _forget(self, key: ObjectKey, job_key: ObjectKey) -> None:
+    def _forget(self, key: ObjectKey, obj_key: ObjectKey) -> None:
         """A deleted Workload's copies are gone: drop what was remembered about it."""
         self.deleted.pop(key, None)
         self.rounds.pop(key, None)
-        self.deferred.discard(job_key)
+        self.deferred.discard(obj_key)
         self.surfaced.pop(key, None)
         self.surfaced_at.pop(key, None)
         for worker in self.connections().values():
@@ -196,7 +196,7 @@ class WorkloadReconciler:
         workload: Object,
         check_name: str,
         adapter: GenericAdapter,
-        job: Object,
+        obj: Object,
         clusters: list[str],
         connected: dict[str, Worker],
     ) -> Result:
@@ -205,9 +205,9 @@ class WorkloadReconciler:
         present = {c: r for c, worker in connected.items() if (r := worker.workload(key)) is not None}
         late = self.writes.take_failures(key)  # writes of earlier passes that ended in the background
         if adapter.options.worker_events and not wl.is_true(workload, wl.FINISHED):
-            await self._surface_worker_news(workload, adapter, job, connected, present)
-        group = self._group(workload, check_name, adapter, ObjectKey.of(job), clusters, connected, present)
-        work = _Pass(workload, check_name, group.state, adapter, job, connected, present, late)
+            await self._surface_worker_news(workload, adapter, obj, connected, present)
+        group = self._group(workload, check_name, adapter, ObjectKey.of(obj), clusters, connected, present)
+        work = _Pass(workload, check_name, group.state, adapter, obj, connected, present, late)
         return await self._carry_out(decision.decide(group), work)
 
     def _group(
@@ -215,7 +215,7 @@ class WorkloadReconciler:
         workload: Object,
         check_name: str,
         adapter: GenericAdapter,
-        job_key: ObjectKey,
+        obj_key: ObjectKey,
         clusters: list[str],
         connected: dict[str, Worker],
         present: dict[str, Object],
@@ -228,7 +228,7 @@ class WorkloadReconciler:
             workload=workload, check=check_name, clusters=tuple(clusters), connected=tuple(connected),
             worker_copies=present,
             serving={c: worker.serves(adapter.gvk) for c, worker in connected.items()},
-            holding={c: worker.holds(adapter.gvk, job_key) for c, worker in connected.items()},
+            holding={c: worker.holds(adapter.gvk, obj_key) for c, worker in connected.items()},
             settling=tuple(c for c in clusters if c not in connected and not self.settled(c)),
             lost_since={c: connections[c].lost_since for c in clusters
                         if c not in connected and c in connections},
@@ -244,7 +244,7 @@ class WorkloadReconciler:
                 return Result(requeue_after=after)
             case decision.RemoveEverywhere(requeue_after=after):
                 self.rounds.pop(work.key, None)
-                await self._remove_everywhere(work.connected, work.adapter, work.job_key, work.key)
+                await self._remove_everywhere(work.connected, work.adapter, work.obj_key, work.key)
                 return Result(requeue_after=after)
             case decision.ResetOutOfSync():
                 await self._set_check(work.workload, work.check, wl.RETRY, step.message)
@@ -254,7 +254,7 @@ class WorkloadReconciler:
                 return await self._finished_on_worker(step, work)
             case decision.KeepEvicted(cluster=cluster):
                 # Mirrored only: nothing is started for a run being evicted.
-                await self._sync_job(work.connected[cluster], work.adapter, work.job, work.workload, create=False)
+                await self._sync_copy(work.connected[cluster], work.adapter, work.obj, work.workload, create=False)
                 return Result()
             case decision.ResetEvicted():
                 # Kueue writes this one directly rather than through updateACS, hence ". Previously".
@@ -270,7 +270,7 @@ class WorkloadReconciler:
             case decision.AwaitLostWorker(requeue_after=after):
                 if await self._set_check_message(work.workload, work.check, step.message):
                     await self._event(work.workload, "Warning", step.message)
-                    await self._object_event(work.adapter, work.job, "Warning", step.message, reason="WorkerLost")
+                    await self._object_event(work.adapter, work.obj, "Warning", step.message, reason="WorkerLost")
                 return Result(requeue_after=after)
             case decision.RunOnWinner():
                 return await self._run_on_winner(step, work)
@@ -279,8 +279,8 @@ class WorkloadReconciler:
         raise AssertionError(f"unhandled step {step!r}")
 
     async def _finished_on_worker(self, step: decision.FinishedOnWorker, work: _Pass) -> Result:
-        worker_obj, in_sync = await self._sync_job(work.connected[step.cluster], work.adapter, work.job, work.workload,
-                                                   create=False)  # fmt: skip
+        worker_obj, in_sync = await self._sync_copy(work.connected[step.cluster], work.adapter, work.obj, work.workload,
+                                                    create=False)  # fmt: skip
         if worker_obj is not None and not in_sync:
             # Over on the worker while the manager object is still held: its final status can only be mirrored
             # once the hold ends, so nothing is finished or deleted before. Admission is what ends the hold.
@@ -299,14 +299,14 @@ class WorkloadReconciler:
             log.info("priority carried to worker", cluster=cluster, workload=str(work.key))
         else:
             log.info("worker copy out of date, replacing it", cluster=cluster, workload=str(work.key))
-            await self._remove_from_worker(cluster, work.adapter, work.job_key, work.key)
+            await self._remove_from_worker(cluster, work.adapter, work.obj_key, work.key)
 
     async def _run_on_winner(self, step: decision.RunOnWinner, work: _Pass) -> Result:
         """The losers' copies go; the winner is recorded, then runs the object (created there, kept in step, its
         status mirrored); the kind's own ``finished`` predicate, when configured, ends the run."""
         winner, workload = step.winner, work.workload
         removals = await self.writes.each(work.key, {
-            c: functools.partial(self._remove_from_worker, c, work.adapter, work.job_key, work.key) for c in step.losers
+            c: functools.partial(self._remove_from_worker, c, work.adapter, work.obj_key, work.key) for c in step.losers
         })  # fmt: skip
         if step.deactivate:
             await self._deactivate_worker_copy(work.connected[winner], work.present[winner], workload)
@@ -321,13 +321,13 @@ class WorkloadReconciler:
         # Created only where recorded, and not while the check is reset (Kueue is about to evict).
         ready = state.get("state") == wl.READY and (workload.get("status") or {}).get("clusterName") == winner
         try:
-            worker_obj, in_sync = await self._sync_job(work.connected[winner], work.adapter, work.job, workload,
-                                                       create=ready)  # fmt: skip
+            worker_obj, in_sync = await self._sync_copy(work.connected[winner], work.adapter, work.obj, workload,
+                                                        create=ready)  # fmt: skip
         except (WorkerWriteFailed, copies.OwnershipConflict) as e:
             if ready and _refused_create(e):
                 await self._refused_on_winner(workload, work, winner, e)
                 return Result()
-            await self._report(workload, work.check, work.adapter, work.job, {winner: e})
+            await self._report(workload, work.check, work.adapter, work.obj, {winner: e})
             raise
         _raise_first(removals)
         # Only once the final status is on the manager object, so nothing is lost.
@@ -347,7 +347,7 @@ class WorkloadReconciler:
         log.warning("winner refused the object", cluster=winner, workload=str(work.key), error=str(error))
         await self._set_check(workload, work.check, wl.RETRY, message)
         await self._event(workload, "Warning", message)
-        await self._object_event(work.adapter, work.job, "Warning", message, reason="DispatchFailed")
+        await self._object_event(work.adapter, work.obj, "Warning", message, reason="DispatchFailed")
 
     async def _nominate(self, step: decision.Nominate, work: _Pass) -> Result:
         """Write the nominations, copy the Workload to the nominated workers, remove it from the others."""
@@ -362,11 +362,11 @@ class WorkloadReconciler:
                     self._copy_workload, cluster, work.connected[cluster], work.workload
                 )
             elif cluster in step.remove_from:
-                writes[cluster] = functools.partial(self._remove_from_worker, cluster, work.adapter, work.job_key,
+                writes[cluster] = functools.partial(self._remove_from_worker, cluster, work.adapter, work.obj_key,
                                                     work.key)  # fmt: skip
         failures = await self.writes.each(work.key, writes)
         failures.update((c, e) for c, e in work.late.items() if c in step.nominated and c not in work.present)
-        await self._report(work.workload, work.check, work.adapter, work.job, failures)
+        await self._report(work.workload, work.check, work.adapter, work.obj, failures)
         if step.missing:
             raise ConnectionError(f"cluster {step.missing[0]}: no remote client for nominated cluster")
         return Result(requeue_after=step.requeue_after)
@@ -375,7 +375,7 @@ class WorkloadReconciler:
         self,
         workload: Object,
         adapter: GenericAdapter,
-        job: Object,
+        obj: Object,
         connected: dict[str, Worker],
         present: dict[str, Object],
     ) -> None:
@@ -399,7 +399,7 @@ class WorkloadReconciler:
         for type_, reason, message in news:
             if message in said or len(recent) >= NEWS_BURST:
                 continue  # told already; or, past the burst, told on a later pass (the worker's news are kept)
-            await self._object_event(adapter, job, type_, message, reason=reason)
+            await self._object_event(adapter, obj, type_, message, reason=reason)
             said.add(message)
             recent.append(now)
 
@@ -419,10 +419,10 @@ class WorkloadReconciler:
         log.info("workload copied to worker", cluster=cluster, workload=str(key))
 
     async def _remove_everywhere(
-        self, connected: dict[str, Worker], adapter: GenericAdapter, job_key: ObjectKey, key: ObjectKey
+        self, connected: dict[str, Worker], adapter: GenericAdapter, obj_key: ObjectKey, key: ObjectKey
     ) -> None:
         """Remove the copies from every connected worker at once; a failure is retried (after all were tried)."""
-        writes = {c: functools.partial(self._remove_from_worker, c, adapter, job_key, key) for c in connected}
+        writes = {c: functools.partial(self._remove_from_worker, c, adapter, obj_key, key) for c in connected}
         _raise_first(await self.writes.each(key, writes))
 
     async def _report(
@@ -430,7 +430,7 @@ class WorkloadReconciler:
         workload: Object,
         check_name: str,
         adapter: GenericAdapter,
-        job: Object,
+        obj: Object,
         failures: dict[str, BaseException],
     ) -> None:
         """Failed writes to workers, where the user looks: the check's message (its state unchanged) and a Warning
@@ -447,7 +447,7 @@ class WorkloadReconciler:
         message = DISPATCH_PROBLEM + "; ".join(told)
         if await self._set_check_message(workload, check_name, message):
             await self._event(workload, "Warning", message)
-            await self._object_event(adapter, job, "Warning", message, reason="DispatchFailed")
+            await self._object_event(adapter, obj, "Warning", message, reason="DispatchFailed")
         _raise_first(failures)
 
     async def collect_garbage(self) -> None:
@@ -457,8 +457,8 @@ class WorkloadReconciler:
             if not worker.connected:
                 continue
             orphans: set[ObjectKey] = set()
-            for worker_obj in worker.workloads():
-                key = ObjectKey.of(worker_obj)
+            for worker_wl in worker.workloads():
+                key = ObjectKey.of(worker_wl)
                 workload = self.workloads.get(key)
                 if workload is None or workload["metadata"].get("deletionTimestamp"):
                     orphans.add(key)
@@ -511,8 +511,8 @@ class WorkloadReconciler:
             return name, state, clusters
         return None
 
-    async def _sync_job(
-        self, worker: Worker, adapter: GenericAdapter, manager_obj: Object, manager_wl: Object, *, create: bool = True
+    async def _sync_copy(
+        self, worker: Worker, adapter: GenericAdapter, obj: Object, workload: Object, *, create: bool = True
     ) -> tuple[Object | None, bool]:
         """Create the object on the worker (unless ``create`` is false), or carry ``specSync`` fields to it and
         mirror its status back. A refusal or no answer raises ``WorkerWriteFailed``.
@@ -520,94 +520,94 @@ class WorkloadReconciler:
         Returns the worker object seen (``None`` if just created, or absent) and whether the manager's status now
         matches it.
         """
-        job_key = ObjectKey.of(manager_obj)
+        obj_key = ObjectKey.of(obj)
         worker.objects(adapter.gvk)  # KindNotServed, with the reason, before anything else
-        worker_obj = worker.copy(adapter.gvk, job_key)  # the cache holds this origin's objects only
+        worker_obj = worker.copy(adapter.gvk, obj_key)  # the cache holds this origin's objects only
         if worker_obj is None and not create:
             return None, False
         if worker_obj is None:
-            created, worker_obj = await self._create_job(worker, adapter, manager_obj, manager_wl)
+            created, worker_obj = await self._create_copy(worker, adapter, obj, workload)
             if created or worker_obj is None:  # or created and deleted in between: the next pass sees the state
                 return None, False
         if not copies.is_ours(worker_obj, self.origin):
-            worker_obj = await self._resolve_conflict(worker, adapter, worker_obj, manager_obj, manager_wl)
-        await copies.carry_spec(worker, adapter, manager_obj, worker_obj)
-        patch = adapter.status_patch(manager_obj, worker_obj, self.pruned.of(adapter.gvk))
-        if adapter.suspended(manager_obj):
-            if patch is not None and job_key not in self.deferred:  # said once per suspension, not per pass
-                self.deferred.add(job_key)
+            worker_obj = await self._resolve_conflict(worker, adapter, worker_obj, obj, workload)
+        await copies.carry_spec(worker, adapter, obj, worker_obj)
+        patch = adapter.status_patch(obj, worker_obj, self.pruned.of(adapter.gvk))
+        if adapter.suspended(obj):
+            if patch is not None and obj_key not in self.deferred:  # said once per suspension, not per pass
+                self.deferred.add(obj_key)
                 predicate = adapter.options.suspended
                 assert predicate is not None
                 message = (f"status from worker {worker.name} is held back while this {adapter.gvk.kind} is "
                            f"suspended ({predicate.path}); it is mirrored once that no longer holds")  # fmt: skip
-                await self._object_event(adapter, manager_obj, "Normal", message)
+                await self._object_event(adapter, obj, "Normal", message)
             return worker_obj, False
-        self.deferred.discard(job_key)
+        self.deferred.discard(obj_key)
         if patch is not None:
-            await self._mirror_status(worker, adapter, manager_obj, manager_wl, patch)
+            await self._mirror_status(worker, adapter, obj, workload, patch)
         return worker_obj, True
 
-    async def _create_job(
-        self, worker: Worker, adapter: GenericAdapter, manager_obj: Object, manager_wl: Object
+    async def _create_copy(
+        self, worker: Worker, adapter: GenericAdapter, obj: Object, workload: Object
     ) -> tuple[bool, Object | None]:
         """Create the object's copy on the worker: (created, the copy found instead when one was already there)."""
-        body = adapter.worker_copy(manager_obj, origin=self.origin, workload_name=manager_wl["metadata"]["name"])
-        created, existing = await copies.create(worker, adapter.gvk, body)
+        body = adapter.worker_copy(obj, origin=self.origin, workload_name=workload["metadata"]["name"])
+        created, worker_obj = await copies.create(worker, adapter.gvk, body)
         if created and self.metrics is not None:
             self.metrics.objects_dispatched.labels(adapter.gvk.kind, worker.name).inc()
-            reserved = wl.condition(manager_wl, wl.QUOTA_RESERVED) or {}
+            reserved = wl.condition(workload, wl.QUOTA_RESERVED) or {}
             if since := _seconds_since(reserved.get("lastTransitionTime")):
                 self.metrics.dispatch_latency.labels(adapter.gvk.kind, worker.name).observe(since)
-        return created, existing
+        return created, worker_obj
 
     async def _mirror_status(
-        self, worker: Worker, adapter: GenericAdapter, manager_obj: Object, manager_wl: Object, patch: Object
+        self, worker: Worker, adapter: GenericAdapter, obj: Object, workload: Object, patch: Object
     ) -> None:
         """Write the worker's status on the manager object. A refusal is reported on the Workload and retried;
         fields the manager's schema drops are told once."""
         cluster = worker.name
-        job_key = ObjectKey.of(manager_obj)
+        obj_key = ObjectKey.of(obj)
         manager_api = Objects(self.api, await self._manager_resource(adapter.gvk))
         try:
-            written = await manager_api.patch_status(job_key.name, patch, job_key.namespace)
+            written = await manager_api.patch_status(obj_key.name, patch, obj_key.namespace)
         except Refused as e:
             # Never dropped silently: reported on the Workload, and retried with backoff by raising.
             message = (
-                f"status of {adapter.gvk.kind} {job_key} from worker {cluster} was rejected by the manager: "
+                f"status of {adapter.gvk.kind} {obj_key} from worker {cluster} was rejected by the manager: "
                 f"{summary(e)}"
             )
-            await self._event(manager_wl, "Warning", message)
+            await self._event(workload, "Warning", message)
             raise StatusRejected(message) from None
-        lost = self.pruned.learn(adapter.gvk, job_key, patch, written)
+        lost = self.pruned.learn(adapter.gvk, obj_key, patch, written)
         if lost:
             log.warning("status fields pruned by the manager", cluster=cluster, kind=adapter.gvk.kind,
-                        namespace=job_key.namespace, name=job_key.name, fields=lost)  # fmt: skip
-            message = pruned_message(adapter.gvk.kind, job_key, cluster, lost)
-            await self._object_event(adapter, manager_obj, "Warning", message, reason="StatusFieldsPruned")
-        log.info("status mirrored from worker", cluster=cluster, kind=adapter.gvk.kind, object=str(job_key))
-        seen = worker.last_change(adapter.gvk.kind, job_key)
+                        namespace=obj_key.namespace, name=obj_key.name, fields=lost)  # fmt: skip
+            message = pruned_message(adapter.gvk.kind, obj_key, cluster, lost)
+            await self._object_event(adapter, obj, "Warning", message, reason="StatusFieldsPruned")
+        log.info("status mirrored from worker", cluster=cluster, kind=adapter.gvk.kind, object=str(obj_key))
+        seen = worker.last_change(adapter.gvk.kind, obj_key)
         if self.metrics is not None and seen is not None:
             self.metrics.status_sync_lag.labels(adapter.gvk.kind, cluster).observe(time.monotonic() - seen)
 
     async def _resolve_conflict(
-        self, worker: Worker, adapter: GenericAdapter, worker_obj: Object, manager_obj: Object, manager_wl: Object
+        self, worker: Worker, adapter: GenericAdapter, worker_obj: Object, obj: Object, workload: Object
     ) -> Object:
         """A same-named worker object without this origin's label: adopted under ``Adopt`` when its annotations
         prove this manager made it for this object; otherwise left untouched and reported (``Abort``)."""
-        job_key = ObjectKey.of(manager_obj)
-        adopted = await copies.adopt(worker, adapter, worker_obj, manager_obj, self.origin)
+        obj_key = ObjectKey.of(obj)
+        adopted = await copies.adopt(worker, adapter, worker_obj, obj, self.origin)
         if adopted is not None:
-            message = (f"{adapter.gvk.kind} {job_key} on worker {worker.name} adopted (it carries this manager's "
+            message = (f"{adapter.gvk.kind} {obj_key} on worker {worker.name} adopted (it carries this manager's "
                        "origin and UID)")  # fmt: skip
-            await self._event(manager_wl, "Normal", message)
+            await self._event(workload, "Normal", message)
             return adopted
-        message = copies.not_ours_message(adapter.gvk.kind, job_key, worker.name, self.origin)
-        await self._event(manager_wl, "Warning", message)
-        await self._object_event(adapter, manager_obj, "Warning", message)
+        message = copies.not_ours_message(adapter.gvk.kind, obj_key, worker.name, self.origin)
+        await self._event(workload, "Warning", message)
+        await self._object_event(adapter, obj, "Warning", message)
         raise copies.OwnershipConflict(message)
 
     async def _remove_from_worker(
-        self, cluster: str, adapter: GenericAdapter, job_key: ObjectKey, key: ObjectKey
+        self, cluster: str, adapter: GenericAdapter, obj_key: ObjectKey, key: ObjectKey
     ) -> None:
         """Delete this origin's object and Workload copy on a worker.
 
@@ -618,7 +618,7 @@ class WorkloadReconciler:
         worker = self.connections().get(cluster)
         if worker is None:
             return
-        await copies.delete(worker, adapter.gvk, job_key)
+        await copies.delete(worker, adapter.gvk, obj_key)
         try:
             await self._remove_worker_workload(worker, key)
         except copies.WRITE_FAILURES as e:
@@ -641,17 +641,17 @@ class WorkloadReconciler:
         await workloads.delete(key.name, key.namespace)
         log.info("workload deleted on worker", cluster=worker.name, workload=str(key))
 
-    async def _deactivate_worker_copy(self, worker: Worker, worker_obj: Object, workload: Object) -> None:
+    async def _deactivate_worker_copy(self, worker: Worker, worker_wl: Object, workload: Object) -> None:
         """Ask the worker's Kueue to evict its copy, as Kueue does when the manager evicts."""
         evicted = wl.condition(workload, wl.EVICTED) or {}
         condition = {"type": "DeactivationTarget", "status": "True", "reason": "EvictedOnManagerCluster",
                      "message": f"Evicted on manager: {evicted.get('message', '')}"}  # fmt: skip
-        current = (worker_obj.get("status") or {}).get("conditions") or []
-        if wl.is_true(worker_obj, "DeactivationTarget"):
+        current = (worker_wl.get("status") or {}).get("conditions") or []
+        if wl.is_true(worker_wl, "DeactivationTarget"):
             return
-        patch = {"metadata": {"resourceVersion": worker_obj["metadata"]["resourceVersion"]},
+        patch = {"metadata": {"resourceVersion": worker_wl["metadata"]["resourceVersion"]},
                  "status": {"conditions": set_condition(current, condition)}}  # fmt: skip
-        meta = worker_obj["metadata"]
+        meta = worker_wl["metadata"]
         await worker.workload_objects().patch_status(meta["name"], patch, meta["namespace"])
 
     async def _set_check(
@@ -733,11 +733,11 @@ class WorkloadReconciler:
         return updated
 
     async def _object_event(
-        self, adapter: GenericAdapter, job: Object, type_: str, message: str, *, reason: str = EVENT_REASON
+        self, adapter: GenericAdapter, obj: Object, type_: str, message: str, *, reason: str = EVENT_REASON
     ) -> None:
         """An Event on the manager object itself, where its user looks first."""
-        obj = {**job, "apiVersion": adapter.gvk.api_version, "kind": adapter.gvk.kind}
-        await events.record(self.api, obj, type_=type_, reason=reason, message=message,
+        target = {**obj, "apiVersion": adapter.gvk.api_version, "kind": adapter.gvk.kind}
+        await events.record(self.api, target, type_=type_, reason=reason, message=message,
                             component=self.controller_name)  # fmt: skip
 
     async def _event(self, workload: Object, type_: str, message: str) -> None:

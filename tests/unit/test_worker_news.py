@@ -42,7 +42,7 @@ async def test_a_warning_read_by_a_failed_pass_is_told_by_the_next_one_and_only_
     told: list[str] = []
     failures = iter([ConnectionResetError("the manager's API server went away")])
 
-    async def object_event(adapter: Any, job: Any, type_: str, message: str, *, reason: str = "") -> None:
+    async def object_event(adapter: Any, obj: Any, type_: str, message: str, *, reason: str = "") -> None:
         if (failure := next(failures, None)) is not None:
             raise failure
         told.append(f"{reason}: {message}")
@@ -50,12 +50,12 @@ async def test_a_warning_read_by_a_failed_pass_is_told_by_the_next_one_and_only_
     reconciler._object_event = object_event  # type: ignore[method-assign]
     local = {"metadata": {"name": key.name, "namespace": key.namespace}}
     adapter = GenericAdapter(PIPELINERUN, "mk", config.adapter(PIPELINERUN))
-    job = {"metadata": {"name": "hello", "namespace": "ns"}}
+    obj = {"metadata": {"name": "hello", "namespace": "ns"}}
     try:
         with pytest.raises(ConnectionResetError):
-            await reconciler._surface_worker_news(local, adapter, job, {"w1": connection.worker}, {})
+            await reconciler._surface_worker_news(local, adapter, obj, {"w1": connection.worker}, {})
         for _ in range(2):  # the retry tells it; a later pass does not tell it again
-            await reconciler._surface_worker_news(local, adapter, job, {"w1": connection.worker}, {})
+            await reconciler._surface_worker_news(local, adapter, obj, {"w1": connection.worker}, {})
         assert told == ['WorkerWarning: worker "w1": FailedCreate: quota exceeded']
         reconciler._forget(key, ObjectKey("ns", "hello"))
         assert connection.worker.warnings_about(key) == (), "a deleted Workload's news are dropped"
