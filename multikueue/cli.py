@@ -455,14 +455,7 @@ def _run(args: argparse.Namespace) -> int:
 
     from multikueue import logs
     from multikueue.config import ConfigError, parse_configuration
-    from multikueue.controllers import (
-        ConfigSource,
-        Controllers,
-        LeaderElectionSettings,
-        StartupError,
-        load_configuration,
-        preflight,
-    )
+    from multikueue.controllers import Controllers, LeaderElectionSettings, preflight
     from multikueue.endpoints import Serving
     from multikueue.kube.client import (
         DEFAULT_MAX_CONNECTIONS,
@@ -472,6 +465,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     from multikueue.kube.errors import ApiError, KubeconfigError, describe
     from multikueue.kube.kubeconfig import read_kubeconfig
+    from multikueue.reload import ConfigSource, StartupError, load_configuration
 
     logs.configure(level=args.log_level, json=None if args.log_format == "auto" else args.log_format == "json")
 
@@ -588,8 +582,8 @@ def _uvloop() -> bool:
 
 def _startup_failure(error: BaseException) -> str | None:
     """The one line to print for a failure at start (task groups wrap it in exception groups), if it is one."""
-    from multikueue.controllers import StartupError
     from multikueue.kube.errors import KubeconfigError
+    from multikueue.reload import StartupError
 
     if isinstance(error, BaseExceptionGroup):
         return next((found for e in error.exceptions if (found := _startup_failure(e)) is not None), None)

@@ -17,12 +17,12 @@ from multikueue import owners
 from multikueue.clusters.admissioncheck import AdmissionCheckReconciler
 from multikueue.clusters.reconciler import ClusterReconciler
 from multikueue.clusters.worker import Worker
-from multikueue.config import ConfigError, Configuration, parse_configuration
+from multikueue.config import Configuration
 from multikueue.dispatch.direct import DirectKey, DirectReconciler, waits_for_a_fit
 from multikueue.dispatch.reconciler import WorkloadReconciler
 from multikueue.endpoints import Endpoints, Serving, ServingError
 from multikueue.integration.reconciler import IntegrationController
-from multikueue.kube import core, events, leader, openapi
+from multikueue.kube import core, leader, openapi
 from multikueue.kube.addresses import (
     ADMISSION_CHECKS,
     CLUSTER_PROFILES,
@@ -33,11 +33,12 @@ from multikueue.kube.addresses import (
     Resource,
 )
 from multikueue.kube.client import ApiClient
-from multikueue.kube.discovery import KindMisspelt, KindUnavailable, discover_later, discover_resource
-from multikueue.kube.errors import TRANSIENT, ApiError, KubeError, describe
+from multikueue.kube.discovery import KindUnavailable, discover_later, discover_resource
+from multikueue.kube.errors import TRANSIENT, ApiError, describe
 from multikueue.kube.resources import Objects
 from multikueue.manager_schemas import managed_by_problems, published_kinds
 from multikueue.metrics import Metrics
+from multikueue.reload import ConfigReloads, ConfigSource, StartupError, check_kinds
 from multikueue.runtime.controller import Controller, Result
 from multikueue.runtime.informer import DELETED, Informer, ObjectKey
 from multikueue.runtime.shared import SharedInformers
@@ -51,35 +52,6 @@ Object = dict[str, Any]
 
 
 @dataclass(frozen=True)
-class ConfigSource:
-    """Where the configuration lives: a key of a ConfigMap, watched for changes while the process runs."""
-
-    namespace: str
-    name: str
-    key: str
-
-    def __str__(self) -> str:
-        return f"ConfigMap {self.namespace}/{self.name} key {self.key}"
-
-    def parse(self, data: dict[str, str] | None) -> Configuration:
-        data = data or {}
-        if self.key not in data:
-            have = ", ".join(sorted(data)) or "none"
-            raise ConfigError(str(self), [f"no key {self.key!r} in the ConfigMap (it has: {have})"])
-        return parse_configuration(data[self.key], source=str(self))
-
-
-async def load_configuration(api: ApiClient, namespace: str, name: str, key: str) -> Configuration:
-    """Read the configuration from a ConfigMap; ``ConfigError`` names the ConfigMap, field and value."""
-    source = ConfigSource(namespace, name, key)
-    try:
-        data = await core.config_map_data(api, namespace, name)
-    except ApiError as e:
-        raise ConfigError(str(source), [f"cannot read the ConfigMap: HTTP {e.status} {e.reason}"]) from None
-    return source.parse(data)
-
-
-@dataclass(frozen=True)
 class LeaderElectionSettings:
     """A coordination.k8s.io Lease: only its holder reconciles; a standby takes over after ``lease_duration``."""
 
@@ -89,22 +61,6 @@ class LeaderElectionSettings:
     lease_duration: int = 15  # whole seconds: the Lease's spec.leaseDurationSeconds
     renew_deadline: float = 10.0
     retry_period: float = 2.0
-
-
-class StartupError(Exception):
-    """The process cannot start as configured: one line naming what and why, no traceback."""
-
-
-async def check_kinds(api: ApiClient, config: Configuration) -> None:
-    """Refuse a configured kind the cluster serves under another spelling (kinds are case-sensitive): left alone,
-    it would be looked for forever and never dispatched. A kind not served at all is fine: its CRD may come later."""
-    for gvk in config.multi_kueue.gvks:
-        try:
-            await discover_resource(api, gvk)
-        except KindMisspelt as e:
-            raise StartupError(f"multiKueue.externalFrameworks: {e}") from None
-        except (KindUnavailable, ApiError):
-            continue
 
 
 async def preflight(api: ApiClient, role: str) -> None:
@@ -144,10 +100,12 @@ class Controllers:
         self.config = config
         self.config_source = config_source  # watched: a valid change restarts the controllers with it
         self._generation: anyio.CancelScope | None = None
-        self._last_good: Configuration | None = None  # the configuration the controllers last started with
-        self._config_map: Object | None = None  # the ConfigMap as last seen, for Events about a refused reload
         self.temp_dir = temp_dir
         self.metrics = Metrics()
+        check = functools.partial(check_kinds, api) if role == "manager" else None
+        self.reloads = (
+            ConfigReloads(api, config_source, config, metrics=self.metrics, check=check) if config_source else None
+        )
         if isinstance(api, ApiClient) and api.on_request is None:
             requests, errors = self.metrics.api_requests, self.metrics.api_errors
             api.on_request = lambda method: requests.labels("manager", method).inc()
@@ -185,17 +143,24 @@ class Controllers:
 
         A restart closes every worker connection and relists everything: reconciles are level-triggered and
         idempotent (they survive a SIGKILL at any point), so cancelling them mid-way loses nothing. An invalid
-        change keeps the running configuration and is reported (log, Event on the ConfigMap, metric).
+        change (one that does not parse, or names a misspelt kind) restarts nothing: ``ConfigReloads`` refuses it.
         """
+        if self.role == "manager":
+            await check_kinds(self.api, self.config)  # a misspelt kind at start ends the process, in one line
         async with self.serving(), anyio.create_task_group() as outer:
-            if self.config_source is not None:
-                outer.start_soon(self._watch_config, outer)
+            if self.reloads is not None:
+                outer.start_soon(self.reloads.watch)
+                outer.start_soon(self._apply_reloads, self.reloads)
             while True:
                 with anyio.CancelScope() as self._generation:
-                    if await self._kinds_valid():
-                        self._last_good = self.config
-                        await self._run_controllers()
+                    await self._run_controllers()
                 log.info("configuration reloaded; controllers restarted", source=str(self.config_source))
+
+    async def _apply_reloads(self, reloads: ConfigReloads) -> None:
+        while True:
+            self.config = await reloads.next_valid()
+            if self._generation is not None:
+                self._generation.cancel()
 
     @contextlib.asynccontextmanager
     async def serving(self) -> AsyncIterator[None]:
@@ -226,72 +191,6 @@ class Controllers:
             self.webhook.draining = True
         log.info("shutting down: still serving while this replica leaves the Service", seconds=delay)
         await anyio.sleep(delay)
-
-    async def _kinds_valid(self) -> bool:
-        """Check the configured kinds' spelling against discovery. At start a misspelt kind ends the process; on a
-        reload the change is refused as an invalid one is, and the last good configuration kept."""
-        if self.role != "manager":
-            return True
-        try:
-            await check_kinds(self.api, self.config)
-        except StartupError as e:
-            if self._last_good is None:
-                raise
-            self.config = self._last_good
-            await self._refuse_reload(str(e))
-        return True
-
-    async def _refuse_reload(self, problem: str) -> None:
-        self.metrics.config_reloads.labels("invalid").inc()
-        self.metrics.config_valid.set(0)
-        log.error("invalid configuration ignored; keeping the running one", error=problem)
-        if self._config_map is not None:
-            await self._config_event(self._config_map, "InvalidConfiguration",
-                                     f"{problem} (the running configuration is kept)")  # fmt: skip
-
-    async def _config_event(self, config_map: Object, reason: str, message: str) -> None:
-        """A Warning Event on the configuration's ConfigMap, where whoever edits it looks."""
-        obj = {**config_map, "apiVersion": "v1", "kind": "ConfigMap"}
-        await events.record(self.api, obj, type_="Warning", reason=reason, message=message,
-                            component=self.config.dispatcher.controller_name)  # fmt: skip
-
-    async def _watch_config(self, task_group: anyio.abc.TaskGroup) -> None:
-        source = self.config_source
-        assert source is not None
-        seen: str | None = None  # the key's last text: relists and other keys change nothing
-
-        def on_event(kind: str, config_map: Object) -> None:
-            nonlocal seen
-            if kind == DELETED:
-                log.warning("configuration ConfigMap deleted; keeping the running configuration", source=str(source))
-                return
-            self._config_map = config_map
-            data = config_map.get("data") or {}
-            if data.get(source.key) == seen:
-                return
-            seen = data.get(source.key)
-            try:
-                config = source.parse(data)
-            except ConfigError as e:
-                self.metrics.config_reloads.labels("invalid").inc()
-                self.metrics.config_valid.set(0)
-                log.error("invalid configuration ignored; keeping the running one", error=str(e))
-                record = functools.partial(self._config_event, config_map, "InvalidConfiguration",
-                                           f"{e} (the running configuration is kept)")  # fmt: skip
-                task_group.start_soon(record)
-                return
-            self.metrics.config_valid.set(1)
-            if config == self.config:
-                return
-            self.metrics.config_reloads.labels("applied").inc()
-            self.config = config
-            if self._generation is not None:
-                self._generation.cancel()
-
-        await Informer(
-            core.config_map_source(self.api, source.namespace, source.name, description=str(source)),
-            on_event=on_event,
-        ).run()
 
     async def _run_controllers(self) -> None:
         """One generation of controllers, for the configuration now in force (a reload cancels and restarts it)."""
@@ -508,12 +407,8 @@ class Controllers:
         self._schema_digests = {gvk: schema.digest for gvk, schema in schemas.items()}
         for problem in managed_by_problems(self.config, schemas):
             log.warning("configuration cannot work with the manager's schema", problem=problem)
-            if self._config_map is None and self.config_source is not None:
-                with contextlib.suppress(KubeError):
-                    self._config_map = await core.read_config_map(self.api, self.config_source.namespace,
-                                                                  self.config_source.name)  # fmt: skip
-            if self._config_map is not None:
-                await self._config_event(self._config_map, "ManagedByPathPruned", problem)
+            if self.reloads is not None:
+                await self.reloads.warn("ManagedByPathPruned", problem)
 
     def _on_worker_change(self, cluster: str, key: ObjectKey) -> None:
         """Bursts from workers coalesce over the batch period."""

@@ -14,8 +14,9 @@ import yaml
 from cryptography import x509
 from kubernetes_asyncio import client as k8s_client
 
-from multikueue.controllers import ConfigSource, Controllers, load_configuration
+from multikueue.controllers import Controllers
 from multikueue.kube.client import ApiClient
+from multikueue.reload import ConfigSource, load_configuration
 from multikueue.testing import TestBed
 from multikueue.testing.accounts import mint_service_account_kubeconfig
 from multikueue.testing.client import k8s, raw_body
@@ -245,7 +246,11 @@ async def test_a_configmap_change_applies_without_a_restart_and_a_bad_one_keeps_
             await eventually(message, until=lambda m: m == "Connected", timeout=60, what="back to one kind")
             assert manager.metrics.config_valid._value.get() == 1
 
-            # A kind the manager serves under another spelling is refused like an invalid change.
+            # A kind the manager serves under another spelling is refused like an invalid change, before anything
+            # restarts: the worker connection in use stays the same object, and nothing counts as applied.
+            assert manager.cluster_reconciler is not None
+            connection = manager.cluster_reconciler.connections[h.name("worker1")]
+            applied = manager.metrics.config_reloads.labels("applied")._value.get()
             await core.patch_namespaced_config_map("mk", namespace, document("pipelinerun.v1.tekton.dev"))
             events = await eventually(
                 lambda: core.list_namespaced_event(namespace, field_selector="involvedObject.name=mk"),
@@ -257,6 +262,8 @@ async def test_a_configmap_change_applies_without_a_restart_and_a_bad_one_keeps_
             assert manager.metrics.config_valid._value.get() == 0
             assert [str(g) for g in manager.config.multi_kueue.gvks] == ["tekton.dev/v1, Kind=PipelineRun"]
             assert await message() == "Connected"
+            assert manager.cluster_reconciler.connections[h.name("worker1")] is connection
+            assert manager.metrics.config_reloads.labels("applied")._value.get() == applied
             tg.cancel_scope.cancel()
     finally:
         await h.clusters.delete(h.name("worker1"))

@@ -10,12 +10,13 @@ import anyio
 import yaml
 from kubernetes_asyncio import client as k8s_client
 
-from multikueue.controllers import ConfigSource, Controllers, load_configuration
+from multikueue.controllers import Controllers
 from multikueue.kube import openapi
 from multikueue.kube.addresses import Resource
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import Objects
 from multikueue.labels import PLACEMENT_WORKER
+from multikueue.reload import ConfigSource, load_configuration
 from multikueue.testing import TestBed, crds
 from multikueue.testing.client import k8s
 from multikueue.testing.objects import widget_crd

@@ -12,7 +12,7 @@ import yaml
 from kubernetes_asyncio import client as k8s_client
 
 from multikueue.config import Configuration, parse_configuration
-from multikueue.controllers import ConfigSource, Controllers, LeaderElectionSettings, load_configuration
+from multikueue.controllers import Controllers, LeaderElectionSettings
 from multikueue.endpoints import Serving
 from multikueue.kube.addresses import MULTIKUEUE_CLUSTERS, WORKLOADS, GroupVersionKind, Resource
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
@@ -20,6 +20,7 @@ from multikueue.kube.events import record
 from multikueue.kube.resources import Objects
 from multikueue.labels import WORKER_IDENTITY_ANNOTATION
 from multikueue.owners import workload_name
+from multikueue.reload import ConfigSource, load_configuration
 from multikueue.testing import TestBed, kueue, scrape
 from multikueue.testing.accounts import mint_service_account_kubeconfig
 from multikueue.testing.client import k8s
