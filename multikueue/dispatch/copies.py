@@ -1,18 +1,24 @@
-"""A manager object's copy on a worker, written the same way in Kueue and Direct mode: created (the copy already
-there found on a conflict), adopted when it provably is this manager's, its ``specSync`` fields carried over, and
-deleted. Each failure to write names the worker, the object and the API's answer (``WorkerWriteFailed``)."""
+"""A manager object's copy on a worker, brought in line the same way in Kueue and Direct mode (``sync``): created
+(the copy already there found on a conflict), adopted when it provably is this manager's, its ``specSync`` fields
+carried over, its status mirrored back (``mirror.StatusMirror``); and deleted. What a pass found comes back as a
+value (``CopyOutcome``) that each mode acts on; each failure to write names the worker, the object and the API's
+answer (``WorkerWriteFailed``)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from enum import Enum
 from typing import Any
 
 import structlog
 
 from multikueue.clusters.worker import Worker
 from multikueue.dispatch.adapter import GenericAdapter
+from multikueue.dispatch.mirror import StatusMirror
 from multikueue.dispatch.writes import WorkerWriteFailed
 from multikueue.kube.addresses import GroupVersionKind
 from multikueue.kube.errors import Conflict, KubeError
+from multikueue.kube.resources import Objects
 from multikueue.labels import ORIGIN_LABEL
 from multikueue.runtime.informer import ObjectKey
 
@@ -23,6 +29,108 @@ WRITE_FAILURES: tuple[type[Exception], ...] = (KubeError,)
 
 class OwnershipConflict(Exception):
     """A same-named object on a worker that this manager did not create."""
+
+
+class Want(Enum):
+    RUN = "run"  # the copy should exist: created when absent
+    OBSERVE = "observe"  # never created: mirrored if it is there (a run being evicted, or not yet recorded)
+
+
+class CopyState(Enum):
+    ABSENT = "absent"  # no copy (OBSERVE)
+    CREATED = "created"  # created by this pass: its status comes with the worker's watch event
+    VANISHED = "vanished"  # the create met a same-named copy that is gone again: look again at once
+    REFUSED = "refused"  # the worker answered the create with a refusal: the run is certainly not there
+    FOREIGN = "foreign"  # a same-named object that is not this manager's and not adoptable: left untouched
+    HELD = "held"  # the manager object is suspended: its status is not written
+    NO_STATUS = "no-status"  # the copy has no status yet
+    IN_SYNC = "in-sync"  # the manager object's mapped status equals the copy's (written now if it differed)
+    FINISHED = "finished"  # in sync, and the kind's ``finished`` predicate holds on the copy
+
+
+@dataclass(frozen=True)
+class CopyOutcome:
+    state: CopyState
+    obj: Object  # the manager object now (a guarded write that follows must carry its resourceVersion)
+    worker_obj: Object | None = None
+    adopted: bool = False  # this pass labelled a copy proven to be this manager's (``Adopt``)
+    first_hold: bool = False  # HELD with a status to write, on the first pass of this suspension: say it once
+    written: bool = False  # the status was written on the manager object by this pass
+    pruned: tuple[str, ...] = ()  # status fields the manager's schema dropped: tell once
+    finished: tuple[str, str] | None = None  # FINISHED: (reason, message)
+    error: WorkerWriteFailed | None = None  # REFUSED: the worker's answer
+    message: str = ""  # FOREIGN: what to tell
+
+
+async def sync(
+    worker: Worker,
+    adapter: GenericAdapter,
+    obj: Object,
+    *,
+    want: Want,
+    origin: str,
+    manager: Objects,
+    mirror: StatusMirror,
+    workload_name: str = "",
+    keep_conditions: frozenset[str] = frozenset(),
+    no_status_in_sync: bool = False,
+) -> CopyOutcome:
+    """Bring ``obj``'s copy on ``worker`` in line, and say what was found.
+
+    Raises only what cannot be a state: ``KindNotServed`` (checked first), a write whose outcome is unknown or that
+    may be retried (``WorkerWriteFailed`` not a refusal, ``KubeError`` from adopting or carrying the spec), and
+    ``StatusRejected``.
+    """
+    key = ObjectKey.of(obj)
+    worker.objects(adapter.gvk)  # KindNotServed, with the reason, before anything else
+    worker_obj = worker.copy(adapter.gvk, key)  # the cache holds this origin's copies only
+    if worker_obj is None:
+        if want is Want.OBSERVE:
+            return CopyOutcome(CopyState.ABSENT, obj)
+        found = await _create(worker, adapter, obj, origin=origin, workload_name=workload_name)
+        if isinstance(found, CopyOutcome):
+            return found
+        worker_obj = found
+    adopted = False
+    if not is_ours(worker_obj, origin):
+        mine = await adopt(worker, adapter, worker_obj, obj, origin)
+        if mine is None:
+            message = not_ours_message(adapter.gvk.kind, key, worker.name, origin)
+            return CopyOutcome(CopyState.FOREIGN, obj, worker_obj, message=message)
+        worker_obj, adopted = mine, True
+    await carry_spec(worker, adapter, obj, worker_obj)
+    mirrored = await mirror.write(manager, adapter, obj, worker_obj, worker=worker.name,
+                                  keep_conditions=keep_conditions, no_status_in_sync=no_status_in_sync)  # fmt: skip
+    finished = adapter.finished(worker_obj) if mirrored.state == "in-sync" else None
+    return CopyOutcome(
+        CopyState.FINISHED if finished is not None else _STATES[mirrored.state],
+        mirrored.obj,
+        worker_obj,
+        adopted=adopted,
+        first_hold=mirrored.first_hold,
+        written=mirrored.written,
+        pruned=mirrored.pruned,
+        finished=finished,
+    )
+
+
+_STATES = {"held": CopyState.HELD, "no-status": CopyState.NO_STATUS, "in-sync": CopyState.IN_SYNC}
+
+
+async def _create(
+    worker: Worker, adapter: GenericAdapter, obj: Object, *, origin: str, workload_name: str
+) -> CopyOutcome | Object:
+    """Create the copy; the outcome, or the same-named copy already there to go on with."""
+    body = adapter.worker_copy(obj, origin=origin, workload_name=workload_name)
+    try:
+        created, existing = await create(worker, adapter.gvk, body)
+    except WorkerWriteFailed as e:
+        if not e.refused:
+            raise  # no answer, or one that may change: the copy may be there
+        return CopyOutcome(CopyState.REFUSED, obj, error=e)
+    if created:
+        return CopyOutcome(CopyState.CREATED, obj)
+    return CopyOutcome(CopyState.VANISHED, obj) if existing is None else existing
 
 
 async def create(worker: Worker, gvk: GroupVersionKind, body: Object) -> tuple[bool, Object | None]:
