@@ -394,7 +394,7 @@ class Controllers:
             self._schema_digests[gvk] = schema.digest
             informer = self.kinds[gvk][0]
             reconcilers = (self.workload_reconciler, self.direct_reconciler)
-            forgot = [r.pruned.forget_kind(gvk) for r in reconcilers if r is not None]  # both, not the first
+            forgot = [r.mirror.forget_kind(gvk) for r in reconcilers if r is not None]  # both, not the first
             if any(forgot):
                 log.info("the kind's schema changed on the manager: dropped status fields tried again", kind=str(gvk))
                 direct = gvk in self.direct_kinds

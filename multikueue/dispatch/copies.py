@@ -36,30 +36,81 @@ class Want(Enum):
     OBSERVE = "observe"  # never created: mirrored if it is there (a run being evicted, or not yet recorded)
 
 
-class CopyState(Enum):
-    ABSENT = "absent"  # no copy (OBSERVE)
-    CREATED = "created"  # created by this pass: its status comes with the worker's watch event
-    VANISHED = "vanished"  # the create met a same-named copy that is gone again: look again at once
-    REFUSED = "refused"  # the worker answered the create with a refusal: the run is certainly not there
-    FOREIGN = "foreign"  # a same-named object that is not this manager's and not adoptable: left untouched
-    HELD = "held"  # the manager object is suspended: its status is not written
-    NO_STATUS = "no-status"  # the copy has no status yet
-    IN_SYNC = "in-sync"  # the manager object's mapped status equals the copy's (written now if it differed)
-    FINISHED = "finished"  # in sync, and the kind's ``finished`` predicate holds on the copy
+@dataclass(frozen=True, kw_only=True)
+class Absent:
+    """No copy, and none made (``Want.OBSERVE``)."""
+
+    obj: Object
 
 
-@dataclass(frozen=True)
-class CopyOutcome:
-    state: CopyState
+@dataclass(frozen=True, kw_only=True)
+class Created:
+    """Created by this pass: its status comes with the worker's watch event."""
+
+    obj: Object
+
+
+@dataclass(frozen=True, kw_only=True)
+class Vanished:
+    """The create met a same-named copy that is gone again: look again at once."""
+
+    obj: Object
+
+
+@dataclass(frozen=True, kw_only=True)
+class Refused:
+    """The worker answered the create with a refusal: the run is certainly not there."""
+
+    obj: Object
+    error: WorkerWriteFailed
+
+
+@dataclass(frozen=True, kw_only=True)
+class Foreign:
+    """A same-named object that is not this manager's and not adoptable: left untouched."""
+
+    obj: Object
+    worker_obj: Object
+    message: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Present:
+    """This manager's copy is there, its spec carried over; the subclass says what its status came to."""
+
     obj: Object  # the manager object now (a guarded write that follows must carry its resourceVersion)
-    worker_obj: Object | None = None
+    worker_obj: Object
     adopted: bool = False  # this pass labelled a copy proven to be this manager's (``Adopt``)
-    first_hold: bool = False  # HELD with a status to write, on the first pass of this suspension: say it once
     written: bool = False  # the status was written on the manager object by this pass
     pruned: tuple[str, ...] = ()  # status fields the manager's schema dropped: tell once
-    finished: tuple[str, str] | None = None  # FINISHED: (reason, message)
-    error: WorkerWriteFailed | None = None  # REFUSED: the worker's answer
-    message: str = ""  # FOREIGN: what to tell
+
+
+@dataclass(frozen=True, kw_only=True)
+class Held(Present):
+    """The manager object is suspended: its status is not written."""
+
+    first: bool = False  # with a status to hold back, on the first pass of this suspension: say it once
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoStatus(Present):
+    """The copy has no status yet."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class InSync(Present):
+    """The manager object's mapped status equals the copy's (written now if it differed)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Finished(Present):
+    """In sync, and the kind's ``finished`` predicate holds on the copy."""
+
+    reason: str  # Succeeded or Failed
+    message: str
+
+
+CopyOutcome = Absent | Created | Vanished | Refused | Foreign | Held | NoStatus | InSync | Finished
 
 
 async def sync(
@@ -77,8 +128,8 @@ async def sync(
 ) -> CopyOutcome:
     """Bring ``obj``'s copy on ``worker`` in line, and say what was found.
 
-    Raises only what cannot be a state: ``KindNotServed`` (checked first), a write whose outcome is unknown or that
-    may be retried (``WorkerWriteFailed`` not a refusal, ``KubeError`` from adopting or carrying the spec), and
+    Raises only what cannot be an outcome: ``KindNotServed`` (checked first), a write whose outcome is unknown or
+    that may be retried (``WorkerWriteFailed`` not a refusal, ``KubeError`` from adopting or carrying the spec), and
     ``StatusRejected``.
     """
     key = ObjectKey.of(obj)
@@ -86,9 +137,9 @@ async def sync(
     worker_obj = worker.copy(adapter.gvk, key)  # the cache holds this origin's copies only
     if worker_obj is None:
         if want is Want.OBSERVE:
-            return CopyOutcome(CopyState.ABSENT, obj)
+            return Absent(obj=obj)
         found = await _create(worker, adapter, obj, origin=origin, workload_name=workload_name)
-        if isinstance(found, CopyOutcome):
+        if not isinstance(found, dict):
             return found
         worker_obj = found
     adopted = False
@@ -96,41 +147,37 @@ async def sync(
         mine = await adopt(worker, adapter, worker_obj, obj, origin)
         if mine is None:
             message = not_ours_message(adapter.gvk.kind, key, worker.name, origin)
-            return CopyOutcome(CopyState.FOREIGN, obj, worker_obj, message=message)
+            return Foreign(obj=obj, worker_obj=worker_obj, message=message)
         worker_obj, adopted = mine, True
     await carry_spec(worker, adapter, obj, worker_obj)
-    mirrored = await mirror.write(manager, adapter, obj, worker_obj, worker=worker.name,
-                                  keep_conditions=keep_conditions, no_status_in_sync=no_status_in_sync)  # fmt: skip
-    finished = adapter.finished(worker_obj) if mirrored.state == "in-sync" else None
-    return CopyOutcome(
-        CopyState.FINISHED if finished is not None else _STATES[mirrored.state],
-        mirrored.obj,
-        worker_obj,
-        adopted=adopted,
-        first_hold=mirrored.first_hold,
-        written=mirrored.written,
-        pruned=mirrored.pruned,
-        finished=finished,
-    )
-
-
-_STATES = {"held": CopyState.HELD, "no-status": CopyState.NO_STATUS, "in-sync": CopyState.IN_SYNC}
+    mirrored = await mirror.write(
+        manager, adapter, obj, worker_obj, worker=worker.name, keep_conditions=keep_conditions,
+        no_status_in_sync=no_status_in_sync,
+    )  # fmt: skip
+    seen = Present(obj=mirrored.obj, worker_obj=worker_obj, adopted=adopted, written=mirrored.written,
+                   pruned=mirrored.pruned)  # fmt: skip
+    if mirrored.state == "held":
+        return Held(**vars(seen), first=mirrored.first_hold)
+    if mirrored.state == "no-status":
+        return NoStatus(**vars(seen))
+    done = adapter.finished(worker_obj)
+    return InSync(**vars(seen)) if done is None else Finished(**vars(seen), reason=done[0], message=done[1])
 
 
 async def _create(
     worker: Worker, adapter: GenericAdapter, obj: Object, *, origin: str, workload_name: str
-) -> CopyOutcome | Object:
-    """Create the copy; the outcome, or the same-named copy already there to go on with."""
+) -> Created | Vanished | Refused | Object:
+    """Create the copy: the outcome, or the same-named copy already there to go on with."""
     body = adapter.worker_copy(obj, origin=origin, workload_name=workload_name)
     try:
         created, existing = await create(worker, adapter.gvk, body)
     except WorkerWriteFailed as e:
         if not e.refused:
             raise  # no answer, or one that may change: the copy may be there
-        return CopyOutcome(CopyState.REFUSED, obj, error=e)
+        return Refused(obj=obj, error=e)
     if created:
-        return CopyOutcome(CopyState.CREATED, obj)
-    return CopyOutcome(CopyState.VANISHED, obj) if existing is None else existing
+        return Created(obj=obj)
+    return Vanished(obj=obj) if existing is None else existing
 
 
 async def create(worker: Worker, gvk: GroupVersionKind, body: Object) -> tuple[bool, Object | None]:

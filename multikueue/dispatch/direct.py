@@ -30,9 +30,9 @@ from multikueue.clusters.worker import Worker
 from multikueue.config import Configuration
 from multikueue.dispatch import copies
 from multikueue.dispatch.adapter import GenericAdapter
-from multikueue.dispatch.mirror import PrunedFields, pruned_message
+from multikueue.dispatch.copies import Want
+from multikueue.dispatch.mirror import StatusMirror, pruned_message
 from multikueue.dispatch.placement import WORKER_SELECTOR_ANNOTATION, WorkerView, decide
-from multikueue.dispatch.writes import WorkerWriteFailed
 from multikueue.kube import events
 from multikueue.kube.addresses import GroupVersionKind, Resource
 from multikueue.kube.client import ApiClient
@@ -121,7 +121,7 @@ class DirectReconciler:
         # in O(workers) instead of scanning every object of the kind (O(N): drain fell from 43/s to 25/s at 5,000).
         self._placed: dict[GroupVersionKind, dict[ObjectKey, str]] = {g: {} for g in direct}
         self._load: dict[GroupVersionKind, Counter[str]] = {g: Counter() for g in direct}
-        self.pruned = PrunedFields()
+        self.mirror = StatusMirror()
         # Kinds whose status schema has no ``conditions`` (the API server drops the placement condition without an
         # error): their placement record is kept in an annotation instead.
         self.no_conditions: set[GroupVersionKind] = set()
@@ -159,7 +159,7 @@ class DirectReconciler:
             if last is not None:
                 await self._remove_copies(gvk, obj_key, last)
             self.deleted.pop(key, None)
-            self.pruned.forget(gvk, obj_key)
+            self.mirror.forget(gvk, obj_key)
             self.waiting[gvk].discard(obj_key)
             self.wake(gvk)
             return Result()
@@ -210,67 +210,40 @@ class DirectReconciler:
         obj_key = ObjectKey.of(obj)
         if (placement_record(obj) or {}).get("reason") == UNREACHABLE:
             obj = await self._tell(gvk, obj, "True", PLACED, f"worker {worker.name} is reachable again")
-        worker.objects(gvk)  # KindNotServed, with the reason, before anything else
-        worker_obj = worker.copy(gvk, obj_key)
-        if worker_obj is None:
-            body = adapter.worker_copy(obj, origin=self.origin, workload_name="")
-            try:
-                created, worker_obj = await copies.create(worker, gvk, body)
-            except WorkerWriteFailed as e:
-                if not e.refused:
-                    raise
+        _, resource = self.kinds[gvk]
+        out = await copies.sync(worker, adapter, obj, want=Want.RUN, origin=self.origin,
+                                manager=Objects(self.api, resource), mirror=self.mirror,
+                                keep_conditions=frozenset({CONDITION}))  # fmt: skip
+        if isinstance(out, copies.Present) and out.pruned:
+            await self._event(gvk, out.obj, "Warning", "StatusFieldsPruned",
+                              pruned_message(gvk.kind, obj_key, worker.name, list(out.pruned)))  # fmt: skip
+        match out:
+            case copies.Created():
+                if self.metrics is not None:
+                    self.metrics.objects_dispatched.labels(gvk.kind, worker.name).inc()
+            case copies.Vanished():
+                return Result(requeue_after=0.0)
+            case copies.Refused(error=e):
                 # The worker refuses this object (invalid, forbidden, its namespace missing): place it elsewhere.
                 log.warning("worker refused the copy", **e.log_fields, message=describe(e.error))
                 return await self._move_away(gvk, obj, worker.name, f"refused it: {describe(e.error)}")
-            if created:
-                if self.metrics is not None:
-                    self.metrics.objects_dispatched.labels(gvk.kind, worker.name).inc()
-                return Result()
-            if worker_obj is None:
-                return Result(requeue_after=0.0)
-        if not copies.is_ours(worker_obj, self.origin):
-            adopted = await copies.adopt(worker, adapter, worker_obj, obj, self.origin)
-            if adopted is None:
-                message = copies.not_ours_message(gvk.kind, obj_key, worker.name, self.origin)
+            case copies.Foreign(message=message):
                 await self._tell(gvk, obj, "False", "Conflict", message, event_type="Warning")
                 raise copies.OwnershipConflict(message)
-            worker_obj = adopted
-        await copies.carry_spec(worker, adapter, obj, worker_obj)
-        in_sync, obj = await self._mirror(gvk, obj, adapter, worker_obj)
-        done = adapter.finished(worker_obj) if in_sync else None
-        if done is not None:
-            phase = FAILED if done[0] == "Failed" else FINISHED
-            await self._annotate(gvk, obj, {PLACEMENT_PHASE: phase})
-            log.info("object finished", cluster=worker.name, kind=gvk.kind, object=str(obj_key), phase=phase)
-            if self.metrics is not None:
-                self.metrics.objects_finished.labels(gvk.kind, worker.name, done[0]).inc()
-            self.wake(gvk)
-            return Result(requeue_after=0.0)  # the next pass deletes the copy
+            case copies.Finished():
+                return await self._finished(gvk, out, worker)
         return Result()
 
-    async def _mirror(
-        self, gvk: GroupVersionKind, obj: Object, adapter: GenericAdapter, worker_obj: Object
-    ) -> tuple[bool, Object]:
-        """The worker's status on the manager object, with this controller's own condition kept; whether it is in
-        sync, and the manager object as it now is (a guarded write that follows must carry its resourceVersion)."""
-        if adapter.suspended(obj) or "status" not in worker_obj:
-            return False, obj
-        ours = [c for c in ((obj.get("status") or {}).get("conditions") or []) if c.get("type") == CONDITION]
-        view = {**worker_obj, "status": dict(worker_obj["status"])}
-        theirs = [c for c in view["status"].get("conditions") or [] if c.get("type") != CONDITION]
-        if ours or theirs:
-            view["status"]["conditions"] = theirs + ours
-        patch = adapter.status_patch(obj, view, self.pruned.of(gvk))
-        if patch is not None:
-            _, resource = self.kinds[gvk]
-            meta = obj["metadata"]
-            obj = await Objects(self.api, resource).patch_status(meta["name"], patch, meta["namespace"])
-            lost = self.pruned.learn(gvk, ObjectKey.of(obj), patch, obj)
-            if lost:
-                worker = notes_of(obj).get(PLACEMENT_WORKER) or ""
-                await self._event(gvk, obj, "Warning", "StatusFieldsPruned",
-                                  pruned_message(gvk.kind, ObjectKey.of(obj), worker, lost))  # fmt: skip
-        return True, obj
+    async def _finished(self, gvk: GroupVersionKind, out: copies.Finished, worker: Worker) -> Result:
+        """The copy's final status is on the manager object: its placement's phase says so; the copy goes next."""
+        phase = FAILED if out.reason == "Failed" else FINISHED
+        await self._annotate(gvk, out.obj, {PLACEMENT_PHASE: phase})
+        log.info("object finished", cluster=worker.name, kind=gvk.kind, object=str(ObjectKey.of(out.obj)),
+                 phase=phase)  # fmt: skip
+        if self.metrics is not None:
+            self.metrics.objects_finished.labels(gvk.kind, worker.name, out.reason).inc()
+        self.wake(gvk)
+        return Result(requeue_after=0.0)  # the next pass deletes the copy
 
     async def _worker_unavailable(
         self,

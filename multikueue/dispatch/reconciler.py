@@ -21,14 +21,15 @@ from multikueue.config import Configuration
 from multikueue.dispatch import copies, decision
 from multikueue.dispatch import workload_state as wl
 from multikueue.dispatch.adapter import GenericAdapter
-from multikueue.dispatch.mirror import PrunedFields, pruned_message
+from multikueue.dispatch.copies import Want
+from multikueue.dispatch.mirror import StatusMirror, StatusRejected, pruned_message
 from multikueue.dispatch.writes import WorkerWriteFailed, WorkerWrites, Write
 from multikueue.kube import events
 from multikueue.kube.addresses import WORKLOADS, GroupVersionKind, Resource
 from multikueue.kube.client import ApiClient
 from multikueue.kube.conditions import now_rfc3339, set_condition
 from multikueue.kube.discovery import KindUnavailable, discover_resource
-from multikueue.kube.errors import Conflict, Refused, summary
+from multikueue.kube.errors import Conflict
 from multikueue.kube.resources import Objects
 from multikueue.labels import prebuilt_workload_of
 from multikueue.metrics import Metrics
@@ -42,10 +43,6 @@ MESSAGE_LIMIT = 32768
 NEWS_BURST, NEWS_WINDOW = 5, 60.0  # worker news surfaced per run: at most 5 Events a minute
 DISPATCH_PROBLEM = "Cannot dispatch: "
 """How a Pending check's message starts while a worker refuses (or does not answer) a write; cleared once none does."""
-
-
-class StatusRejected(Exception):
-    """The manager refused the worker's status (validation, admission webhook, RBAC)."""
 
 
 @dataclass(frozen=True)
@@ -102,13 +99,12 @@ class WorkloadReconciler:
         }
         self.deleted: dict[ObjectKey, Object] = {}
         self.rounds: dict[ObjectKey, float] = {}  # incremental dispatch: when each Workload's round began
-        self.deferred: set[ObjectKey] = set()  # manager objects whose status sync waits on their suspension
         self.surfaced: dict[ObjectKey, set[str]] = {}  # worker news already told, per Workload
         self.surfaced_at: dict[ObjectKey, list[float]] = {}  # when, for the rate limit
         self.workload_api = Objects(api, WORKLOADS)
         # Writes to different workers run side by side; one that outlasts the pass finishes in the background.
         self.writes = WorkerWrites(lambda key: enqueue(key) if enqueue is not None else None)  # type: ignore[arg-type]
-        self.pruned = PrunedFields()
+        self.mirror = StatusMirror()
         self.origin = config.multi_kueue.origin
         self.controller_name = config.dispatcher.controller_name
 
@@ -139,7 +135,7 @@ class WorkloadReconciler:
         connected = {c: w for c in clusters if (w := workers.get(c)) is not None and w.connected}
         if deleted:
             await self._remove_everywhere(connected, adapter, obj_key, key)
-            self._forget(key, obj_key)
+            self._forget(key, adapter.gvk, obj_key)
             return Result()
         if obj is None:
             return Result()  # not managed by Kueue: rejected
@@ -179,11 +175,11 @@ class WorkloadReconciler:
             return None
         return obj
 
-    def _forget(self, key: ObjectKey, obj_key: ObjectKey) -> None:
+    def _forget(self, key: ObjectKey, gvk: GroupVersionKind, obj_key: ObjectKey) -> None:
         """A deleted Workload's copies are gone: drop what was remembered about it."""
         self.deleted.pop(key, None)
         self.rounds.pop(key, None)
-        self.deferred.discard(obj_key)
+        self.mirror.forget(gvk, obj_key)
         self.surfaced.pop(key, None)
         self.surfaced_at.pop(key, None)
         for worker in self.connections().values():
@@ -254,7 +250,9 @@ class WorkloadReconciler:
                 return await self._finished_on_worker(step, work)
             case decision.KeepEvicted(cluster=cluster):
                 # Mirrored only: nothing is started for a run being evicted.
-                await self._sync_copy(work.connected[cluster], work.adapter, work.obj, work.workload, create=False)
+                out = await self._copy(work.connected[cluster], work.adapter, work.obj, work.workload, Want.OBSERVE)
+                if isinstance(out, copies.Foreign):
+                    raise copies.OwnershipConflict(out.message)
                 return Result()
             case decision.ResetEvicted():
                 # Kueue writes this one directly rather than through updateACS, hence ". Previously".
@@ -279,14 +277,16 @@ class WorkloadReconciler:
         raise AssertionError(f"unhandled step {step!r}")
 
     async def _finished_on_worker(self, step: decision.FinishedOnWorker, work: _Pass) -> Result:
-        worker_obj, in_sync = await self._sync_copy(work.connected[step.cluster], work.adapter, work.obj, work.workload,
-                                                    create=False)  # fmt: skip
-        if worker_obj is not None and not in_sync:
-            # Over on the worker while the manager object is still held: its final status can only be mirrored
-            # once the hold ends, so nothing is finished or deleted before. Admission is what ends the hold.
-            if work.state.get("state") not in (wl.READY, wl.RETRY, wl.REJECTED):
-                await self._set_admitted(work.workload, work.check, work.state, step.cluster)
-            return Result()  # the owner's release brings this Workload back
+        worker = work.connected[step.cluster]
+        match await self._copy(worker, work.adapter, work.obj, work.workload, Want.OBSERVE):
+            case copies.Held():
+                # Over on the worker while the manager object is still held: its final status can only be mirrored
+                # once the hold ends, so nothing is finished or deleted before. Admission is what ends the hold.
+                if work.state.get("state") not in (wl.READY, wl.RETRY, wl.REJECTED):
+                    await self._set_admitted(work.workload, work.check, work.state, step.cluster)
+                return Result()  # the owner's release brings this Workload back
+            case copies.Foreign(message=message):
+                raise copies.OwnershipConflict(message)
         await self._finish(work.workload, step.reason, step.message)
         return Result()
 
@@ -320,20 +320,27 @@ class WorkloadReconciler:
         state = wl.check_state(workload, work.check) or {}
         # Created only where recorded, and not while the check is reset (Kueue is about to evict).
         ready = state.get("state") == wl.READY and (workload.get("status") or {}).get("clusterName") == winner
+        want = Want.RUN if ready else Want.OBSERVE
         try:
-            worker_obj, in_sync = await self._sync_copy(work.connected[winner], work.adapter, work.obj, workload,
-                                                        create=ready)  # fmt: skip
-        except (WorkerWriteFailed, copies.OwnershipConflict) as e:
-            if ready and _refused_create(e):
-                await self._refused_on_winner(workload, work, winner, e)
-                return Result()
+            out = await self._copy(work.connected[winner], work.adapter, work.obj, workload, want)
+        except WorkerWriteFailed as e:  # no answer, or not a refusal: the run may be there
             await self._report(workload, work.check, work.adapter, work.obj, {winner: e})
             raise
+        match out:
+            case copies.Refused(error=error):  # answered with a refusal: the run is certainly not there
+                await self._refused_on_winner(workload, work, winner, error)
+                return Result()
+            case copies.Foreign(message=message):
+                conflict = copies.OwnershipConflict(message)
+                if ready:
+                    await self._refused_on_winner(workload, work, winner, conflict)
+                    return Result()
+                await self._report(workload, work.check, work.adapter, work.obj, {winner: conflict})
+                raise conflict
         _raise_first(removals)
         # Only once the final status is on the manager object, so nothing is lost.
-        done = work.adapter.finished(worker_obj) if worker_obj is not None and in_sync else None
-        if done is not None and state.get("state") == wl.READY:
-            await self._finish(workload, *done)
+        if isinstance(out, copies.Finished) and state.get("state") == wl.READY:
+            await self._finish(workload, out.reason, out.message)
             return Result()
         if state.get("state") == wl.READY and state.get("message") != admitted_message(winner):
             await self._set_check_message(workload, work.check, admitted_message(winner))  # a problem there is over
@@ -511,100 +518,56 @@ class WorkloadReconciler:
             return name, state, clusters
         return None
 
-    async def _sync_copy(
-        self, worker: Worker, adapter: GenericAdapter, obj: Object, workload: Object, *, create: bool = True
-    ) -> tuple[Object | None, bool]:
-        """Create the object on the worker (unless ``create`` is false), or carry ``specSync`` fields to it and
-        mirror its status back. A refusal or no answer raises ``WorkerWriteFailed``.
-
-        Returns the worker object seen (``None`` if just created, or absent) and whether the manager's status now
-        matches it.
-        """
-        obj_key = ObjectKey.of(obj)
-        worker.objects(adapter.gvk)  # KindNotServed, with the reason, before anything else
-        worker_obj = worker.copy(adapter.gvk, obj_key)  # the cache holds this origin's objects only
-        if worker_obj is None and not create:
-            return None, False
-        if worker_obj is None:
-            created, worker_obj = await self._create_copy(worker, adapter, obj, workload)
-            if created or worker_obj is None:  # or created and deleted in between: the next pass sees the state
-                return None, False
-        if not copies.is_ours(worker_obj, self.origin):
-            worker_obj = await self._resolve_conflict(worker, adapter, worker_obj, obj, workload)
-        await copies.carry_spec(worker, adapter, obj, worker_obj)
-        patch = adapter.status_patch(obj, worker_obj, self.pruned.of(adapter.gvk))
-        if adapter.suspended(obj):
-            if patch is not None and obj_key not in self.deferred:  # said once per suspension, not per pass
-                self.deferred.add(obj_key)
-                predicate = adapter.options.suspended
-                assert predicate is not None
-                message = (f"status from worker {worker.name} is held back while this {adapter.gvk.kind} is "
-                           f"suspended ({predicate.path}); it is mirrored once that no longer holds")  # fmt: skip
-                await self._object_event(adapter, obj, "Normal", message)
-            return worker_obj, False
-        self.deferred.discard(obj_key)
-        if patch is not None:
-            await self._mirror_status(worker, adapter, obj, workload, patch)
-        return worker_obj, True
-
-    async def _create_copy(
-        self, worker: Worker, adapter: GenericAdapter, obj: Object, workload: Object
-    ) -> tuple[bool, Object | None]:
-        """Create the object's copy on the worker: (created, the copy found instead when one was already there)."""
-        body = adapter.worker_copy(obj, origin=self.origin, workload_name=workload["metadata"]["name"])
-        created, worker_obj = await copies.create(worker, adapter.gvk, body)
-        if created and self.metrics is not None:
-            self.metrics.objects_dispatched.labels(adapter.gvk.kind, worker.name).inc()
-            reserved = wl.condition(workload, wl.QUOTA_RESERVED) or {}
-            if since := _seconds_since(reserved.get("lastTransitionTime")):
-                self.metrics.dispatch_latency.labels(adapter.gvk.kind, worker.name).observe(since)
-        return created, worker_obj
-
-    async def _mirror_status(
-        self, worker: Worker, adapter: GenericAdapter, obj: Object, workload: Object, patch: Object
-    ) -> None:
-        """Write the worker's status on the manager object. A refusal is reported on the Workload and retried;
-        fields the manager's schema drops are told once."""
-        cluster = worker.name
-        obj_key = ObjectKey.of(obj)
-        manager_api = Objects(self.api, await self._manager_resource(adapter.gvk))
+    async def _copy(
+        self, worker: Worker, adapter: GenericAdapter, obj: Object, workload: Object, want: Want
+    ) -> copies.CopyOutcome:
+        """The object's copy on ``worker`` brought in line (``copies.sync``), and what that found told where Kueue's
+        users look: the Workload and the object. A status the manager refuses is told on the Workload and raised."""
+        manager = Objects(self.api, await self._manager_resource(adapter.gvk))
         try:
-            written = await manager_api.patch_status(obj_key.name, patch, obj_key.namespace)
-        except Refused as e:
-            # Never dropped silently: reported on the Workload, and retried with backoff by raising.
-            message = (
-                f"status of {adapter.gvk.kind} {obj_key} from worker {cluster} was rejected by the manager: "
-                f"{summary(e)}"
-            )
-            await self._event(workload, "Warning", message)
-            raise StatusRejected(message) from None
-        lost = self.pruned.learn(adapter.gvk, obj_key, patch, written)
-        if lost:
-            log.warning("status fields pruned by the manager", cluster=cluster, kind=adapter.gvk.kind,
-                        namespace=obj_key.namespace, name=obj_key.name, fields=lost)  # fmt: skip
-            message = pruned_message(adapter.gvk.kind, obj_key, cluster, lost)
-            await self._object_event(adapter, obj, "Warning", message, reason="StatusFieldsPruned")
-        log.info("status mirrored from worker", cluster=cluster, kind=adapter.gvk.kind, object=str(obj_key))
-        seen = worker.last_change(adapter.gvk.kind, obj_key)
-        if self.metrics is not None and seen is not None:
-            self.metrics.status_sync_lag.labels(adapter.gvk.kind, cluster).observe(time.monotonic() - seen)
+            out = await copies.sync(worker, adapter, obj, want=want, origin=self.origin, manager=manager,
+                                    mirror=self.mirror, workload_name=workload["metadata"]["name"],
+                                    no_status_in_sync=True)  # fmt: skip
+        except StatusRejected as e:
+            await self._event(workload, "Warning", str(e))  # never dropped silently; retried with backoff
+            raise
+        await self._tell_copy(out, worker, adapter, workload)
+        return out
 
-    async def _resolve_conflict(
-        self, worker: Worker, adapter: GenericAdapter, worker_obj: Object, obj: Object, workload: Object
-    ) -> Object:
-        """A same-named worker object without this origin's label: adopted under ``Adopt`` when its annotations
-        prove this manager made it for this object; otherwise left untouched and reported (``Abort``)."""
-        obj_key = ObjectKey.of(obj)
-        adopted = await copies.adopt(worker, adapter, worker_obj, obj, self.origin)
-        if adopted is not None:
-            message = (f"{adapter.gvk.kind} {obj_key} on worker {worker.name} adopted (it carries this manager's "
-                       "origin and UID)")  # fmt: skip
+    async def _tell_copy(
+        self, out: copies.CopyOutcome, worker: Worker, adapter: GenericAdapter, workload: Object
+    ) -> None:
+        kind, obj_key = adapter.gvk.kind, ObjectKey.of(out.obj)
+        match out:
+            case copies.Created():
+                self._count_dispatch(kind, worker.name, workload)
+            case copies.Foreign(message=message):
+                await self._event(workload, "Warning", message)
+                await self._object_event(adapter, out.obj, "Warning", message)
+            case copies.Held(first=True):  # said once per suspension, not per pass
+                held_by = adapter.options.suspended.path if adapter.options.suspended is not None else "suspended"
+                message = (f"status from worker {worker.name} is held back while this {kind} is suspended "
+                           f"({held_by}); it is mirrored once that no longer holds")  # fmt: skip
+                await self._object_event(adapter, out.obj, "Normal", message)
+        if not isinstance(out, copies.Present):
+            return
+        if out.adopted:
+            message = f"{kind} {obj_key} on worker {worker.name} adopted (it carries this manager's origin and UID)"
             await self._event(workload, "Normal", message)
-            return adopted
-        message = copies.not_ours_message(adapter.gvk.kind, obj_key, worker.name, self.origin)
-        await self._event(workload, "Warning", message)
-        await self._object_event(adapter, obj, "Warning", message)
-        raise copies.OwnershipConflict(message)
+        if out.pruned:
+            message = pruned_message(kind, obj_key, worker.name, list(out.pruned))
+            await self._object_event(adapter, out.obj, "Warning", message, reason="StatusFieldsPruned")
+        seen = worker.last_change(kind, obj_key)
+        if out.written and self.metrics is not None and seen is not None:
+            self.metrics.status_sync_lag.labels(kind, worker.name).observe(time.monotonic() - seen)
+
+    def _count_dispatch(self, kind: str, worker: str, workload: Object) -> None:
+        if self.metrics is None:
+            return
+        self.metrics.objects_dispatched.labels(kind, worker).inc()
+        reserved = wl.condition(workload, wl.QUOTA_RESERVED) or {}
+        if since := _seconds_since(reserved.get("lastTransitionTime")):
+            self.metrics.dispatch_latency.labels(kind, worker).observe(since)
 
     async def _remove_from_worker(
         self, cluster: str, adapter: GenericAdapter, obj_key: ObjectKey, key: ObjectKey
@@ -749,15 +712,6 @@ class WorkloadReconciler:
 def admitted_message(cluster: str) -> str:
     """The check's message while the run is on its worker, as Kueue writes it."""
     return f'The workload was admitted on "{cluster}"'
-
-
-def _refused_create(error: Exception) -> bool:
-    """The worker answered the create with a refusal, or holds a same-named object that is not this manager's: the
-    run is certainly not there. Any other failure (no answer, a connection lost after sending, a server error)
-    leaves the outcome unknown, which is never taken as "not done"."""
-    if isinstance(error, copies.OwnershipConflict):
-        return True
-    return isinstance(error, WorkerWriteFailed) and error.refused and error.action == "create"
 
 
 def _with_check(workload: Object, entry: Object) -> list[Object]:
