@@ -146,7 +146,10 @@ class Controllers:
         change (one that does not parse, or names a misspelt kind) restarts nothing: ``ConfigReloads`` refuses it.
         """
         if self.role == "manager":
-            await check_kinds(self.api, self.config)  # a misspelt kind at start ends the process, in one line
+            try:
+                await check_kinds(self.api, self.config)  # a misspelt kind at start ends the process, in one line
+            except TRANSIENT as e:
+                raise StartupError(f"cannot check the configured kinds on the manager cluster: {describe(e)}") from None
         async with self.serving(), anyio.create_task_group() as outer:
             if self.reloads is not None:
                 outer.start_soon(self.reloads.watch)

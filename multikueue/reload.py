@@ -19,12 +19,13 @@ from multikueue.config import ConfigError, Configuration, parse_configuration
 from multikueue.kube import core, events
 from multikueue.kube.client import ApiClient
 from multikueue.kube.discovery import KindMisspelt, KindUnavailable, discover_resource
-from multikueue.kube.errors import TRANSIENT, ApiError, KubeError
+from multikueue.kube.errors import TRANSIENT, ApiError, KubeError, describe
 from multikueue.metrics import Metrics
 from multikueue.runtime.informer import DELETED, Informer
 
 log = structlog.get_logger(__name__)
 Object = dict[str, Any]
+RECHECK_SECONDS = 5.0  # a change whose kinds could not be checked (no answer) is judged again after this
 KindCheck = Callable[[Configuration], Awaitable[None]]
 
 
@@ -63,16 +64,14 @@ class StartupError(Exception):
 
 async def check_kinds(api: ApiClient, config: Configuration) -> None:
     """Refuse a configured kind the cluster serves under another spelling (kinds are case-sensitive): left alone,
-    it would be looked for forever and never dispatched. A kind not served at all is fine: its CRD may come later,
-    and so is one that cannot be looked up now (it is looked for again once the controllers run)."""
+    it would be looked for forever and never dispatched. A kind not served at all is fine: its CRD may come later.
+    Discovery that gets no answer raises (``TRANSIENT``): the spelling is then not known either way."""
     for gvk in config.multi_kueue.gvks:
         try:
             await discover_resource(api, gvk)
         except KindMisspelt as e:
             raise StartupError(f"multiKueue.externalFrameworks: {e}") from None
         except (KindUnavailable, ApiError):
-            continue
-        except TRANSIENT:
             continue
 
 
@@ -124,21 +123,35 @@ class ConfigReloads:
             await self._arrived.wait()
             self._arrived = anyio.Event()
             config_map, self._latest = self._latest, None
-            if config_map is not None and (config := await self._judge(config_map)) is not None:
+            if config_map is None:
+                continue
+            try:
+                config = await self._judge(config_map)
+            except TRANSIENT as e:  # not judged: neither applied nor refused
+                log.warning("cannot check the changed configuration's kinds now; judged again shortly",
+                            source=str(self), error=describe(e), seconds=RECHECK_SECONDS)  # fmt: skip
+                await anyio.sleep(RECHECK_SECONDS)
+                if self._latest is None:  # a newer edit, if any, is judged instead
+                    self._latest = config_map
+                self._arrived.set()
+                continue
+            if config is not None:
                 return config
 
     async def _judge(self, config_map: Object) -> Configuration | None:
         data = config_map.get("data") or {}
-        if data.get(self.source.key) == self._seen:
+        text = data.get(self.source.key)
+        if text == self._seen:
             return None
-        self._seen = data.get(self.source.key)
         try:
             config = self.source.parse(data)
-            if self.check is not None:
+            if config != self.current and self.check is not None:
                 await self.check(config)
         except (ConfigError, StartupError) as e:
+            self._seen = text
             await self.refuse(str(e))
             return None
+        self._seen = text
         self.metrics.config_valid.set(1)
         if config == self.current:
             return None

@@ -58,7 +58,7 @@ class Vanished:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Refused:
+class CreateRefused:
     """The worker answered the create with a refusal: the run is certainly not there."""
 
     obj: Object
@@ -75,42 +75,51 @@ class Foreign:
 
 
 @dataclass(frozen=True, kw_only=True)
-class Present:
-    """This manager's copy is there, its spec carried over; the subclass says what its status came to."""
+class Adopted:
+    """A same-named copy proven to be this manager's (``Adopt``), labelled so by this pass; the next pass, which its
+    watch event brings, carries its spec and mirrors its status (said apart, so that telling it never depends on
+    the steps after it)."""
+
+    obj: Object
+    worker_obj: Object
+
+
+@dataclass(frozen=True, kw_only=True)
+class Held:
+    """The manager object is suspended: its status is not written."""
+
+    obj: Object
+    worker_obj: Object
+    first: bool = False  # with a status to hold back, on the first pass of this suspension: say it once
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoStatus:
+    """The copy has no status yet."""
+
+    obj: Object
+    worker_obj: Object
+
+
+@dataclass(frozen=True, kw_only=True)
+class InSync:
+    """The manager object's mapped status equals the copy's (written now if it differed)."""
 
     obj: Object  # the manager object now (a guarded write that follows must carry its resourceVersion)
     worker_obj: Object
-    adopted: bool = False  # this pass labelled a copy proven to be this manager's (``Adopt``)
     written: bool = False  # the status was written on the manager object by this pass
     pruned: tuple[str, ...] = ()  # status fields the manager's schema dropped: tell once
 
 
 @dataclass(frozen=True, kw_only=True)
-class Held(Present):
-    """The manager object is suspended: its status is not written."""
-
-    first: bool = False  # with a status to hold back, on the first pass of this suspension: say it once
-
-
-@dataclass(frozen=True, kw_only=True)
-class NoStatus(Present):
-    """The copy has no status yet."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class InSync(Present):
-    """The manager object's mapped status equals the copy's (written now if it differed)."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class Finished(Present):
+class Finished(InSync):
     """In sync, and the kind's ``finished`` predicate holds on the copy."""
 
     reason: str  # Succeeded or Failed
     message: str
 
 
-CopyOutcome = Absent | Created | Vanished | Refused | Foreign | Held | NoStatus | InSync | Finished
+CopyOutcome = Absent | Created | Vanished | CreateRefused | Foreign | Adopted | Held | NoStatus | InSync
 
 
 async def sync(
@@ -142,31 +151,32 @@ async def sync(
         if not isinstance(found, dict):
             return found
         worker_obj = found
-    adopted = False
     if not is_ours(worker_obj, origin):
         mine = await adopt(worker, adapter, worker_obj, obj, origin)
         if mine is None:
             message = not_ours_message(adapter.gvk.kind, key, worker.name, origin)
             return Foreign(obj=obj, worker_obj=worker_obj, message=message)
-        worker_obj, adopted = mine, True
+        return Adopted(obj=obj, worker_obj=mine)
     await carry_spec(worker, adapter, obj, worker_obj)
     mirrored = await mirror.write(
         manager, adapter, obj, worker_obj, worker=worker.name, keep_conditions=keep_conditions,
         no_status_in_sync=no_status_in_sync,
     )  # fmt: skip
-    seen = Present(obj=mirrored.obj, worker_obj=worker_obj, adopted=adopted, written=mirrored.written,
-                   pruned=mirrored.pruned)  # fmt: skip
     if mirrored.state == "held":
-        return Held(**vars(seen), first=mirrored.first_hold)
+        return Held(obj=mirrored.obj, worker_obj=worker_obj, first=mirrored.first_hold)
     if mirrored.state == "no-status":
-        return NoStatus(**vars(seen))
+        return NoStatus(obj=mirrored.obj, worker_obj=worker_obj)
+    synced = InSync(obj=mirrored.obj, worker_obj=worker_obj, written=mirrored.written, pruned=mirrored.pruned)
     done = adapter.finished(worker_obj)
-    return InSync(**vars(seen)) if done is None else Finished(**vars(seen), reason=done[0], message=done[1])
+    if done is None:
+        return synced
+    return Finished(obj=synced.obj, worker_obj=worker_obj, written=synced.written, pruned=synced.pruned,
+                    reason=done[0], message=done[1])  # fmt: skip
 
 
 async def _create(
     worker: Worker, adapter: GenericAdapter, obj: Object, *, origin: str, workload_name: str
-) -> Created | Vanished | Refused | Object:
+) -> Created | Vanished | CreateRefused | Object:
     """Create the copy: the outcome, or the same-named copy already there to go on with."""
     body = adapter.worker_copy(obj, origin=origin, workload_name=workload_name)
     try:
@@ -174,7 +184,7 @@ async def _create(
     except WorkerWriteFailed as e:
         if not e.refused:
             raise  # no answer, or one that may change: the copy may be there
-        return Refused(obj=obj, error=e)
+        return CreateRefused(obj=obj, error=e)
     if created:
         return Created(obj=obj)
     return Vanished(obj=obj) if existing is None else existing

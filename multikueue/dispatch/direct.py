@@ -214,16 +214,16 @@ class DirectReconciler:
         out = await copies.sync(worker, adapter, obj, want=Want.RUN, origin=self.origin,
                                 manager=Objects(self.api, resource), mirror=self.mirror,
                                 keep_conditions=frozenset({CONDITION}))  # fmt: skip
-        if isinstance(out, copies.Present) and out.pruned:
+        if isinstance(out, copies.InSync) and out.pruned:
             await self._event(gvk, out.obj, "Warning", "StatusFieldsPruned",
                               pruned_message(gvk.kind, obj_key, worker.name, list(out.pruned)))  # fmt: skip
         match out:
             case copies.Created():
                 if self.metrics is not None:
                     self.metrics.objects_dispatched.labels(gvk.kind, worker.name).inc()
-            case copies.Vanished():
-                return Result(requeue_after=0.0)
-            case copies.Refused(error=e):
+            case copies.Vanished() | copies.Adopted():
+                return Result(requeue_after=0.0)  # look again at once (an adopted copy is mirrored next)
+            case copies.CreateRefused(error=e):
                 # The worker refuses this object (invalid, forbidden, its namespace missing): place it elsewhere.
                 log.warning("worker refused the copy", **e.log_fields, message=describe(e.error))
                 return await self._move_away(gvk, obj, worker.name, f"refused it: {describe(e.error)}")

@@ -287,8 +287,10 @@ class WorkloadReconciler:
                 return Result()  # the owner's release brings this Workload back
             case copies.Foreign(message=message):
                 raise copies.OwnershipConflict(message)
-        await self._finish(work.workload, step.reason, step.message)
-        return Result()
+            case copies.Absent() | copies.NoStatus() | copies.InSync():  # the final status is on the manager object
+                await self._finish(work.workload, step.reason, step.message)
+                return Result()
+        return Result(requeue_after=0.0)  # adopted by this pass: mirrored by the next one, then finished
 
     async def _bring_copy_in_line(self, cluster: str, work: _Pass, *, priority_only: bool) -> None:
         """A priority change is carried over to the copy in place; anything else replaces the copy."""
@@ -327,7 +329,7 @@ class WorkloadReconciler:
             await self._report(workload, work.check, work.adapter, work.obj, {winner: e})
             raise
         match out:
-            case copies.Refused(error=error):  # answered with a refusal: the run is certainly not there
+            case copies.CreateRefused(error=error):  # answered with a refusal: the run is certainly not there
                 await self._refused_on_winner(workload, work, winner, error)
                 return Result()
             case copies.Foreign(message=message):
@@ -549,11 +551,11 @@ class WorkloadReconciler:
                 message = (f"status from worker {worker.name} is held back while this {kind} is suspended "
                            f"({held_by}); it is mirrored once that no longer holds")  # fmt: skip
                 await self._object_event(adapter, out.obj, "Normal", message)
-        if not isinstance(out, copies.Present):
-            return
-        if out.adopted:
+        if isinstance(out, copies.Adopted):
             message = f"{kind} {obj_key} on worker {worker.name} adopted (it carries this manager's origin and UID)"
             await self._event(workload, "Normal", message)
+        if not isinstance(out, copies.InSync):
+            return
         if out.pruned:
             message = pruned_message(kind, obj_key, worker.name, list(out.pruned))
             await self._object_event(adapter, out.obj, "Warning", message, reason="StatusFieldsPruned")
