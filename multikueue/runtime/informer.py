@@ -218,6 +218,9 @@ class Informer:
             continue_token = metadata.get("continue")
             if not continue_token:
                 break
+        for key, cached in self.store.items():  # our own writes the list began before (``remember``) stay
+            if key in items and _newer(cached, items[key]):
+                items[key] = cached
         previous, self.store = self.store, items
         self._created.clear()  # the list is the truth now (a create it missed is found by its 409 at worst)
         self._reindex()
@@ -250,6 +253,13 @@ class Informer:
             if kind == DELETED:
                 self._put(key, None)
             elif kind in (ADDED, MODIFIED):
+                cached = self.store.get(key)
+                if cached is not None and _newer(cached, obj):
+                    # An older version than a write of ours already remembered: the cache never goes back (a pass
+                    # reading it would undo that write's step, e.g. create again a finished run's copy); the
+                    # event of that write follows.
+                    self.resource_version = rv or self.resource_version
+                    continue
                 obj = self._trimmed(obj)
                 self._put(key, obj)
             else:

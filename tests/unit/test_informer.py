@@ -201,6 +201,36 @@ async def test_a_remembered_write_never_regresses_the_cache_nor_brings_back_the_
     assert current["metadata"]["resourceVersion"] == "7"
 
 
+async def test_a_remembered_write_is_never_undone_by_older_events_or_a_list_begun_before_it() -> None:
+    """The soak's find: a run finished (phase written, then its copy deleted) read as running again for a moment
+    when the watch, lagging, delivered the status write before the phase; the pass in that moment made the copy
+    anew. Every read between a write of ours and its own event must see at least that write."""
+    source = ScriptedSource(
+        [page([obj("a", 1)], 1), page([obj("a", 5), obj("b", 1)], 6)],
+        [
+            [{"type": "MODIFIED", "object": obj("a", 5)}, {"type": "MODIFIED", "object": obj("a", 7)}],
+            [Gone(status=410, reason="Expired")],
+            [{"type": "MODIFIED", "object": obj("a", 9)}],
+        ],
+    )
+    informer = Informer(source, backoff=FAST)
+    cached: list[tuple[str, str, str]] = []
+
+    def handler(kind: str, o: dict[str, Any]) -> None:
+        if (kind, o["metadata"]["resourceVersion"]) == ("ADDED", "1") and o["metadata"]["name"] == "a":
+            informer.remember(obj("a", 7))  # our write: its answer came before the watch's older event
+        now = informer.get(ObjectKey("ns", "a"))
+        assert now is not None
+        cached.append((kind, o["metadata"]["resourceVersion"], now["metadata"]["resourceVersion"]))
+
+    informer.add_handler(handler)
+    await run_until_idle(informer, source)
+    # RV 5 (older than the remembered 7) neither replaced the cache nor was told; nor did the relist's copy of it.
+    assert cached == [("ADDED", "1", "7"), ("MODIFIED", "7", "7"), ("ADDED", "1", "7"), ("MODIFIED", "9", "9")]
+    assert informer.relists == 2
+    assert source.watch_calls == ["1", "7", "6", "9"]
+
+
 async def test_a_created_object_reads_as_cached_until_its_watch_event_or_a_relist_or_its_time_is_up() -> None:
     source = ScriptedSource(
         [page([], 1), page([obj("a", 3)], 9)],
