@@ -119,3 +119,19 @@ def test_the_readmes_integration_lines_parse_and_count_as_kueue_counts_a_job() -
             {"metadata": {"name": "w"}, "spec": {**spec, "template": template}}, integration
         )
         assert pod_set["count"] == expected, spec
+
+
+@pytest.mark.parametrize("queues", ["manager.yaml", "worker.yaml"])
+def test_the_example_queues_cover_every_resource_the_shipped_recipe_requests(queues: str) -> None:
+    """A run's Workload asks for the recipe's per-run token (tekton.dev/pipelineruns, as tekton-kueue's does): a
+    ClusterQueue that does not cover it can never admit one ("resource ... unavailable in ClusterQueue")."""
+    tekton = Path(__file__).parents[2] / "examples" / "tekton"
+    integration = parse_configuration((tekton / "integration-config.yaml").read_text()).integrations[PR]
+    requested = {name for pod_set in integration.pod_sets for name in pod_set.requests}
+    assert "tekton.dev/pipelineruns" in requested
+    [queue] = [d for d in yaml.safe_load_all((tekton / queues).read_text()) if d and d["kind"] == "ClusterQueue"]
+    covered = {name for group in queue["spec"]["resourceGroups"] for name in group["coveredResources"]}
+    assert requested <= covered, f"{queues}'s ClusterQueue does not cover {sorted(requested - covered)}"
+    for group in queue["spec"]["resourceGroups"]:
+        for flavor in group["flavors"]:
+            assert {r["name"] for r in flavor["resources"]} == set(group["coveredResources"]), "a quota for each"
