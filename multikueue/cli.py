@@ -455,7 +455,6 @@ def _run(args: argparse.Namespace) -> int:
 
     from multikueue import logs
     from multikueue.config import ConfigError, parse_configuration
-    from multikueue.controllers import Controllers, LeaderElectionSettings, preflight
     from multikueue.endpoints import Serving
     from multikueue.kube.client import (
         DEFAULT_MAX_CONNECTIONS,
@@ -465,6 +464,7 @@ def _run(args: argparse.Namespace) -> int:
     )
     from multikueue.kube.errors import ApiError, KubeconfigError, describe
     from multikueue.kube.kubeconfig import read_kubeconfig
+    from multikueue.process import LeaderElectionSettings, Process, preflight
     from multikueue.reload import ConfigSource, StartupError, load_configuration
 
     logs.configure(level=args.log_level, json=None if args.log_format == "auto" else args.log_format == "json")
@@ -537,7 +537,7 @@ def _run(args: argparse.Namespace) -> int:
                     return 2
                 except ApiError as e:
                     raise StartupError(f"cannot read the configuration {source}: {describe(e)}") from None
-            process = Controllers(api, config, serving=serving, config_source=source, role=args.role)
+            process = Process(api, config, serving=serving, config_source=source, role=args.role)
             election = LeaderElectionSettings(
                 namespace=args.leader_elect_namespace,
                 name=args.leader_elect_name,

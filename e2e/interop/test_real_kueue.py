@@ -130,7 +130,7 @@ async def _dispatching(
         else:
             for worker in ("worker1", "worker2"):
                 await stack.enter_async_context(_controller(clients[worker], text, "worker", tmp_path / worker))
-        connections = manager.cluster_reconciler.connections if manager.cluster_reconciler else {}
+        connections = manager.generation.cluster_reconciler.connections
         for worker in ("worker1", "worker2"):
             await wait_until(lambda w=worker: bool(connections.get(names[w]) and connections[names[w]].connected),  # type: ignore[misc]
                              timeout=60, what=f"{worker} connected")  # fmt: skip

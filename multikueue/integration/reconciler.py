@@ -283,7 +283,8 @@ class IntegrationController:
 
     async def run(self) -> None:
         integrations = self.config.integrations
-        if not integrations:
+        if not integrations:  # nothing to integrate: started, and idle
+            self.started.set()
             return
         controller: Controller[Key] = Controller("multikueue_integration", self._reconcile,
                                                  concurrency=self.config.dispatcher.concurrency,

@@ -11,8 +11,8 @@ from typing import Literal
 import anyio
 
 from multikueue.config import parse_configuration
-from multikueue.controllers import Controllers
 from multikueue.kube.client import ApiClient
+from multikueue.process import Process
 
 
 def run_argv(kubeconfig: Path, *args: str) -> list[str]:
@@ -22,9 +22,9 @@ def run_argv(kubeconfig: Path, *args: str) -> list[str]:
 
 @asynccontextmanager
 async def running(api: ApiClient, text: str, *, role: Literal["manager", "worker"] = "manager",
-                  temp_dir: Path | None = None, timeout: float = 60.0) -> AsyncIterator[Controllers]:  # fmt: skip
+                  temp_dir: Path | None = None, timeout: float = 60.0) -> AsyncIterator[Process]:  # fmt: skip
     """The controller in this process, from a configuration document, until the block ends."""
-    manager = Controllers(api, parse_configuration(text), role=role, temp_dir=temp_dir)
+    manager = Process(api, parse_configuration(text), role=role, temp_dir=temp_dir)
     async with anyio.create_task_group() as tg:
         tg.start_soon(manager.run)
         with anyio.fail_after(timeout):

@@ -12,10 +12,10 @@ import pytest
 from kubernetes_asyncio import client as k8s_client
 
 from multikueue.config import Configuration, parse_configuration
-from multikueue.controllers import Controllers
 from multikueue.kube.addresses import ADMISSION_CHECKS, MULTIKUEUE_CLUSTERS, MULTIKUEUE_CONFIGS
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import Objects
+from multikueue.process import Process
 from multikueue.testing import TestBed, kueue
 from multikueue.testing.client import k8s
 from multikueue.testing.waiting import eventually
@@ -38,7 +38,7 @@ class Harness:
         self.checks = Objects(api, ADMISSION_CHECKS)
         self.configs = Objects(api, MULTIKUEUE_CONFIGS)
         self.core = k8s_client.CoreV1Api(k8s(api))
-        self.manager: Controllers | None = None
+        self.manager: Process | None = None
 
     def name(self, short: str) -> str:
         return f"{self.namespace}-{short}"  # cluster-scoped objects: unique per test
@@ -90,7 +90,7 @@ async def harness(
             config: Configuration = parse_configuration(
                 f"dispatcher: {{namespace: {namespace}, workerClient: {worker_client}}}\n{extra}"
             )
-            h.manager = Controllers(manager_api, config, temp_dir=tmp_path / "certs")
+            h.manager = Process(manager_api, config, temp_dir=tmp_path / "certs")
             tg.start_soon(h.manager.run)
             with anyio.fail_after(30):
                 await h.manager.started.wait()

@@ -1,7 +1,7 @@
 """The dispatch scenario harness: the controller in-process against the bed, the tests playing Kueue's part.
 
 ``scenario`` (fixture) sets up an AdmissionCheck, MultiKueueConfig and MultiKueueClusters for both workers and
-runs the controllers (``Controllers``); a test overrides the configuration by parametrizing ``multikueue_config``
+runs the controllers (``process.Process``); a test overrides the configuration by parametrizing ``multikueue_config``
 with a YAML document whose ``multiKueue`` section (and optional ``dispatcher`` section) is merged over the defaults.
 """
 
@@ -17,11 +17,11 @@ import yaml
 from kubernetes_asyncio import client as k8s_client
 
 from multikueue.config import parse_configuration
-from multikueue.controllers import Controllers
 from multikueue.endpoints import Serving
 from multikueue.kube.addresses import MULTIKUEUE_CLUSTERS, WORKLOADS, Resource
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import Objects
+from multikueue.process import Process
 from multikueue.runtime.informer import ObjectKey
 from multikueue.testing import TestBed, kueue
 from multikueue.testing.client import k8s
@@ -37,13 +37,13 @@ class Scenario:
         self.bed, self.namespace = bed, namespace
         self.api = {"manager": manager, "worker1": worker1, "worker2": worker2}
         self.names: dict[str, str] = {}
-        self.manager: Controllers | None = None
+        self.manager: Process | None = None
         self.start_manager: Any = None
         self.stop_manager: Any = None
 
     async def connected(self, worker: str, expected: bool) -> None:
         assert self.manager is not None
-        connections = self.manager.cluster_reconciler.connections if self.manager.cluster_reconciler else {}
+        connections = self.manager.generation.cluster_reconciler.connections
         await wait_until(
             lambda: bool(connections.get(self.names[worker]) and connections[self.names[worker]].connected) == expected,
             timeout=60,
@@ -99,8 +99,7 @@ class Scenario:
         name = self.names[worker]
         await Objects(self.api["manager"], MULTIKUEUE_CLUSTERS).patch(name, {"metadata": {"labels": labels}})
         assert self.manager is not None
-        assert self.manager.cluster_reconciler is not None
-        clusters = self.manager.cluster_reconciler.clusters
+        clusters = self.manager.generation.cluster_reconciler.clusters
 
         def seen() -> bool:
             cluster = clusters.get(ObjectKey("", name)) or {}
@@ -186,7 +185,7 @@ async def scenario(
     async with anyio.create_task_group() as tg:
 
         async def start(*, wait_for: tuple[str, ...] = ("worker1", "worker2")) -> None:
-            manager = Controllers(manager_api, config, temp_dir=tmp_path / "certs", serving=LOOPBACK)
+            manager = Process(manager_api, config, temp_dir=tmp_path / "certs", serving=LOOPBACK)
             scope = anyio.CancelScope()
 
             async def run() -> None:
@@ -196,7 +195,7 @@ async def scenario(
             tg.start_soon(run)
             with anyio.fail_after(30):
                 await manager.started.wait()
-            connections = manager.cluster_reconciler.connections if manager.cluster_reconciler else {}
+            connections = manager.generation.cluster_reconciler.connections
             for worker in wait_for:
                 await wait_until(
                     lambda w=worker: bool(connections.get(s.names[w]) and connections[s.names[w]].connected),  # type: ignore[misc]

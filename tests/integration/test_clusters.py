@@ -14,8 +14,8 @@ import yaml
 from cryptography import x509
 from kubernetes_asyncio import client as k8s_client
 
-from multikueue.controllers import Controllers
 from multikueue.kube.client import ApiClient
+from multikueue.process import Process
 from multikueue.reload import ConfigSource, load_configuration
 from multikueue.testing import TestBed
 from multikueue.testing.accounts import mint_service_account_kubeconfig
@@ -136,7 +136,7 @@ async def test_a_kind_missing_on_one_worker_leaves_the_worker_usable(testbed: Te
         "Connected; unavailable kinds: Missing.v1.example.com: "
         'no matches for kind "Missing" in version "example.com/v1"'
     )
-    connection = h.manager.cluster_reconciler.connections[h.name("worker1")]
+    connection = h.manager.generation.cluster_reconciler.connections[h.name("worker1")]
     assert [g.kind for g in connection.objects] == ["PipelineRun"]
 
 
@@ -203,7 +203,7 @@ async def test_a_configmap_change_applies_without_a_restart_and_a_bad_one_keeps_
     source = ConfigSource(namespace, "mk", "config.yaml")
     config = await load_configuration(manager_api, source.namespace, source.name, source.key)
     h = Harness(testbed, manager_api, namespace)
-    manager = Controllers(manager_api, config, temp_dir=tmp_path / "certs", config_source=source)
+    manager = Process(manager_api, config, temp_dir=tmp_path / "certs", config_source=source)
 
     async def message() -> str:
         cluster: dict[str, Any] = await h.clusters.get(h.name("worker1")) or {}
@@ -248,8 +248,7 @@ async def test_a_configmap_change_applies_without_a_restart_and_a_bad_one_keeps_
 
             # A kind the manager serves under another spelling is refused like an invalid change, before anything
             # restarts: the worker connection in use stays the same object, and nothing counts as applied.
-            assert manager.cluster_reconciler is not None
-            connection = manager.cluster_reconciler.connections[h.name("worker1")]
+            connection = manager.generation.cluster_reconciler.connections[h.name("worker1")]
             applied = manager.metrics.config_reloads.labels("applied")._value.get()
             await core.patch_namespaced_config_map("mk", namespace, document("pipelinerun.v1.tekton.dev"))
             events = await eventually(
@@ -262,7 +261,7 @@ async def test_a_configmap_change_applies_without_a_restart_and_a_bad_one_keeps_
             assert manager.metrics.config_valid._value.get() == 0
             assert [str(g) for g in manager.config.multi_kueue.gvks] == ["tekton.dev/v1, Kind=PipelineRun"]
             assert await message() == "Connected"
-            assert manager.cluster_reconciler.connections[h.name("worker1")] is connection
+            assert manager.generation.cluster_reconciler.connections[h.name("worker1")] is connection
             assert manager.metrics.config_reloads.labels("applied")._value.get() == applied
             tg.cancel_scope.cancel()
     finally:
@@ -292,8 +291,7 @@ async def test_a_kubeconfig_that_leads_to_another_cluster_is_refused_and_the_con
         in (refused["message"])
     )
     assert h.manager is not None
-    assert h.manager.cluster_reconciler is not None
-    kept = h.manager.cluster_reconciler.connections[h.name("worker1")]
+    kept = h.manager.generation.cluster_reconciler.connections[h.name("worker1")]
     assert kept.identity == identity
     assert kept.connected, "the connection to the real worker1 is kept"
 

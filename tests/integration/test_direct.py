@@ -365,8 +365,7 @@ async def test_a_kind_installed_on_the_manager_after_start_is_dispatched_without
 ) -> None:
     s = scenario
     assert s.manager is not None
-    assert s.manager.direct_reconciler is not None
-    assert not s.manager.direct_reconciler.kinds  # started without the CRD: nothing to watch yet
+    assert not s.manager.generation.direct_reconciler.kinds  # started without the CRD: nothing to watch yet
     await crds.install_crds(s.api["manager"], [gadget_crd()])
     body = widget("g1")
     body["apiVersion"], body["kind"] = f"{LATE_GROUP}/v1", "Gadget"

@@ -275,7 +275,7 @@ async def test_a_worker_lost_across_a_controller_restart_is_not_evicted_at_once(
         # The new controller has never seen worker2: the grace period starts at its own start, so its first
         # look at the Workload schedules another look instead of evicting.
         assert s.manager is not None
-        controller = s.manager.workload_controller
+        controller = s.manager.generation.workload_controller
         await wait_until(lambda: controller.reconciles > 0 and controller.queue.delayed > 0, what="a delayed look")
         await s.check_state(wl_name, state="Ready")
         await s.check_state(wl_name, state="Retry", message='Admitting remote lost, Previously: "Ready"')
@@ -417,7 +417,7 @@ async def test_a_replica_taking_over_waits_for_a_slow_worker_that_may_hold_the_r
     try:
         await s.start_manager(wait_for=("worker2",))
         assert s.manager is not None
-        queue = s.manager.workload_controller.queue
+        queue = s.manager.generation.workload_controller.queue
         key = ObjectKey(s.namespace, wl_name)
         await wait_until(lambda: queue.is_delayed(key), what="the Workload looked at, and looked at again later")
     finally:
@@ -467,7 +467,7 @@ async def test_an_external_dispatcher_decides_where_copies_go(scenario: Scenario
     _, workload = await s.submit("steered")
     wl_name = workload["metadata"]["name"]
     assert s.manager is not None
-    controller = s.manager.workload_controller
+    controller = s.manager.generation.workload_controller
     await wait_until(lambda: controller.reconciles > 0 and len(controller.queue) == 0, what="the Workload seen")
     for worker in ("worker1", "worker2"):
         assert await s.workloads(worker).get(wl_name, s.namespace) is None, "no nominations, no copies"
@@ -500,8 +500,7 @@ async def test_a_kind_missing_on_a_worker_is_dispatched_only_where_it_exists(
     s = scenario
     # The kind was installed after the controller started: its next look at the workers (every 30 s) finds it.
     assert s.manager is not None
-    assert s.manager.cluster_reconciler is not None
-    connections = s.manager.cluster_reconciler.connections
+    connections = s.manager.generation.cluster_reconciler.connections
     widget_kind = next(g for g in s.manager.config.multi_kueue.gvks if g.kind == "Widget")
     await wait_until(
         lambda: widget_kind in connections[s.names["worker1"]].resources, timeout=60, what="Widget found on worker1"
@@ -527,7 +526,7 @@ async def test_a_status_the_manager_rejects_is_reported_and_retried(scenario: Sc
 
     s = scenario
     assert s.manager is not None
-    clusters = s.manager.cluster_reconciler
+    clusters = s.manager.generation.cluster_reconciler
     assert clusters is not None
     # A direct reconcile (rediscovery of the new kind) may meet the loop's own status write: a conflict is retried.
     await eventually(lambda: clusters.reconcile(s.names["worker1"]), until=lambda _: True, what="worker1 rediscovered")
@@ -587,8 +586,7 @@ async def test_a_priority_change_reaches_the_copies_and_other_spec_changes_repla
         assert updated["metadata"]["uid"] == copies[worker]["metadata"]["uid"], "updated in place, not replaced"
     # The worker caches keep a copy's spec as a digest and the priority fields: what the comparison reads, no more.
     assert s.manager is not None
-    assert s.manager.cluster_reconciler is not None
-    cache = s.manager.cluster_reconciler.connections[s.names["worker1"]].workloads
+    cache = s.manager.generation.cluster_reconciler.connections[s.names["worker1"]].workloads
     assert cache is not None
     key = ObjectKey(s.namespace, wl_name)
     await wait_until(lambda: (cache.get(key) or {}).get("spec", {}).get("priority") == 100, what="worker1's cache")
@@ -660,9 +658,7 @@ async def test_a_copy_is_kept_while_it_is_unknown_whether_its_worker_serves_the_
     wl_name = workload["metadata"]["name"]
     await s.copied(wl_name)
     assert s.manager is not None
-    assert s.manager.cluster_reconciler is not None
-    assert s.manager.workload_reconciler is not None
-    connection = s.manager.cluster_reconciler.connections[s.names["worker1"]]
+    connection = s.manager.generation.cluster_reconciler.connections[s.names["worker1"]]
     gvk = GroupVersionKind("tekton.dev", "v1", "PipelineRun")
     assert connection.serves(gvk) is True
     resource = connection.resources.pop(gvk)
@@ -670,7 +666,7 @@ async def test_a_copy_is_kept_while_it_is_unknown_whether_its_worker_serves_the_
     try:
         assert connection.serves(gvk) is None
         # The controller's own loop may write the Workload at the same moment: a conflict is retried.
-        reconciler = s.manager.workload_reconciler
+        reconciler = s.manager.generation.workload_reconciler
         await eventually(
             lambda: reconciler.reconcile(ObjectKey(s.namespace, wl_name)),
             until=lambda _: True,

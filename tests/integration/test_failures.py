@@ -261,8 +261,7 @@ async def test_status_fields_the_manager_schema_drops_are_told_once_and_not_rewr
     # Not a loop: the manager object is written once per change on the worker, not on every pass.
     version = mirrored["metadata"]["resourceVersion"]
     assert s.manager is not None
-    assert s.manager.direct_controller is not None
-    before = s.manager.direct_controller.reconciles
+    before = s.manager.generation.direct_controller.reconciles
     touched = await s.objects("manager", jobsets).patch("skewed", {"metadata": {"labels": {"looked": "again"}}},
                                                          s.namespace)  # fmt: skip
     assert touched["metadata"]["resourceVersion"] != version
@@ -300,8 +299,7 @@ async def test_status_fields_once_dropped_are_mirrored_once_the_manager_crd_is_u
 
 async def _quiet(s: Scenario, before: int) -> bool:
     assert s.manager is not None
-    assert s.manager.direct_controller is not None
-    controller = s.manager.direct_controller
+    controller = s.manager.generation.direct_controller
     return controller.reconciles > before and len(controller.queue) == 0
 
 

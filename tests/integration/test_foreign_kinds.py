@@ -276,8 +276,7 @@ async def test_a_kind_that_cannot_hold_conditions_keeps_its_record_and_says_each
 
     # Worker changes wake every waiting run for another look; the decision is the same, so nothing is said again.
     assert s.manager is not None
-    assert s.manager.direct_controller is not None
-    controller = s.manager.direct_controller
+    controller = s.manager.generation.direct_controller
     before = controller.reconciles
     for round_ in range(3):
         await s.label("worker1", round=str(round_))

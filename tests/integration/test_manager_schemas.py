@@ -10,12 +10,12 @@ import anyio
 import yaml
 from kubernetes_asyncio import client as k8s_client
 
-from multikueue.controllers import Controllers
 from multikueue.kube import openapi
 from multikueue.kube.addresses import Resource
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import Objects
 from multikueue.labels import PLACEMENT_WORKER
+from multikueue.process import Process
 from multikueue.reload import ConfigSource, load_configuration
 from multikueue.testing import TestBed, crds
 from multikueue.testing.client import k8s
@@ -59,7 +59,7 @@ async def test_a_managed_by_path_the_manager_schema_drops_is_said_and_the_annota
     source = ConfigSource(namespace, "mk", "config.yaml")
     config = await load_configuration(manager_api, source.namespace, source.name, source.key)
     h = Harness(testbed, manager_api, namespace)
-    manager = Controllers(manager_api, config, temp_dir=tmp_path / "certs", config_source=source)
+    manager = Process(manager_api, config, temp_dir=tmp_path / "certs", config_source=source)
 
     async def told() -> list[Any]:
         events = await core.list_namespaced_event(namespace, field_selector="involvedObject.name=mk")

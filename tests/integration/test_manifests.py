@@ -12,7 +12,6 @@ import yaml
 from kubernetes_asyncio import client as k8s_client
 
 from multikueue.config import Configuration, parse_configuration
-from multikueue.controllers import Controllers, LeaderElectionSettings
 from multikueue.endpoints import Serving
 from multikueue.kube.addresses import MULTIKUEUE_CLUSTERS, WORKLOADS, GroupVersionKind, Resource
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
@@ -20,6 +19,7 @@ from multikueue.kube.events import record
 from multikueue.kube.resources import Objects
 from multikueue.labels import WORKER_IDENTITY_ANNOTATION
 from multikueue.owners import workload_name
+from multikueue.process import LeaderElectionSettings, Process
 from multikueue.reload import ConfigSource, load_configuration
 from multikueue.testing import TestBed, kueue, scrape
 from multikueue.testing.accounts import mint_service_account_kubeconfig
@@ -120,7 +120,7 @@ async def test_the_shipped_rbac_is_exactly_enough_to_dispatch(
         ):
             # Everything below runs as the shipped ServiceAccounts: the ConfigMap, the Lease, the Secrets, the
             # manager's objects, and (through the minted kubeconfigs) both workers.
-            manager = Controllers(restricted, config, temp_dir=tmp_path / "certs", config_source=source,
+            manager = Process(restricted, config, temp_dir=tmp_path / "certs", config_source=source,
                                   serving=Serving(metrics=("127.0.0.1", 0)))  # fmt: skip
             election = LeaderElectionSettings(SYSTEM, "multikueue-dispatcher", f"rbac-{namespace}", 15, 10, 2)
             tg.start_soon(manager.run_as_leader, election)
@@ -170,13 +170,13 @@ async def test_a_worker_identity_the_controller_may_not_write_yet_is_written_onc
             _as_the_shipped_controller(testbed, manager_api, tmp_path) as (restricted, config, _),
             anyio.create_task_group() as tg,
         ):
-            manager = Controllers(restricted, config, temp_dir=tmp_path / "certs")
+            manager = Process(restricted, config, temp_dir=tmp_path / "certs")
             tg.start_soon(manager.run)
             with anyio.fail_after(60):
                 await manager.started.wait()
 
             def connected() -> bool:
-                reconciler = manager.cluster_reconciler
+                reconciler = manager.generation.cluster_reconciler
                 connection = reconciler.connections.get(names["worker1"]) if reconciler else None
                 return bool(connection and connection.connected and connection.identity)
 
@@ -300,7 +300,7 @@ async def test_the_shipped_integration_rbac_is_exactly_enough_to_queue(
             await api_client_from_kubeconfig(account, temp_dir=tmp_path) as restricted,
             anyio.create_task_group() as tg,
         ):
-            manager = Controllers(restricted, config, role="worker")
+            manager = Process(restricted, config, role="worker")
             tg.start_soon(manager.run)
             with anyio.fail_after(60):
                 await manager.started.wait()

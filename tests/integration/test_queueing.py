@@ -598,13 +598,12 @@ async def test_multikueue_end_to_end_with_the_integration_on_the_manager_and_a_w
         assert _held(held)
         # One cache per resource: the integration reads the dispatcher's Workload and PipelineRun informers.
         assert s.manager is not None
-        assert s.manager.integration is not None
-        reconciler = s.manager.integration.reconciler
+        reconciler = s.manager.generation.integration.reconciler
         assert reconciler is not None
-        assert reconciler.workload_informer is s.manager.manager_workloads
-        assert reconciler.kinds[PR][0] is s.manager.kinds[PR][0]
+        assert reconciler.workload_informer is s.manager.generation.manager_workloads
+        assert reconciler.kinds[PR][0] is s.manager.generation.kinds[PR][0]
         # MultiKueueClusters, AdmissionChecks, MultiKueueConfigs, Workloads, PipelineRuns: one each
-        assert len(s.manager.informers) == 5
+        assert len(s.manager.generation.informers) == 5
 
         await kueue.reserve_quota(s.api["manager"], name, ns, checks=[s.names["check"]])
         await s.copied(name, "worker1")
@@ -702,9 +701,8 @@ async def test_a_kind_installed_after_start_is_integrated_without_a_restart(
     crd = widget_crd(strict_status=False, group=group, kind="Sprocket")
     try:
         async with _running(manager_api, _config(namespace, adapter)) as controller:
-            assert controller.integration is not None
-            assert controller.integration.reconciler is not None
-            assert not controller.integration.reconciler.kinds  # not served at start
+            assert controller.generation.integration.reconciler is not None
+            assert not controller.generation.integration.reconciler.kinds  # not served at start
             await crds.install_crds(manager_api, [crd])
             body = {"apiVersion": f"{group}/v1", "kind": "Sprocket",
                     "metadata": {"name": "s1", "labels": {QUEUE_NAME_LABEL: "user-queue"}},

@@ -13,9 +13,9 @@ import anyio
 import pytest
 
 from multikueue.config import Configuration, Shard
-from multikueue.controllers import Controllers
 from multikueue.kube.addresses import ADMISSION_CHECKS
 from multikueue.kube.resources import Objects
+from multikueue.process import Process
 from multikueue.testing import kueue
 from multikueue.testing.objects import pipelinerun
 from multikueue.testing.waiting import eventually, wait_until
@@ -36,15 +36,14 @@ def with_shard(config: Configuration, *, selector: str = "", controller_name: st
 
 
 @asynccontextmanager
-async def another_shard(s: Scenario, config: Configuration, tmp_path: Path) -> AsyncIterator[Controllers]:
+async def another_shard(s: Scenario, config: Configuration, tmp_path: Path) -> AsyncIterator[Process]:
     """A second dispatcher on the same manager (as a second Deployment would be), connected to both workers."""
-    shard = Controllers(s.api["manager"], config, temp_dir=tmp_path / "shard-b", serving=LOOPBACK)
+    shard = Process(s.api["manager"], config, temp_dir=tmp_path / "shard-b", serving=LOOPBACK)
     async with anyio.create_task_group() as tg:
         tg.start_soon(shard.run)
         with anyio.fail_after(30):
             await shard.started.wait()
-        assert shard.cluster_reconciler is not None
-        connections = shard.cluster_reconciler.connections
+        connections = shard.generation.cluster_reconciler.connections
         for worker in ("worker1", "worker2"):
             name = s.names[worker]
             await wait_until(lambda n=name: bool(connections.get(n) and connections[n].connected),  # type: ignore[misc]
@@ -74,12 +73,11 @@ async def copy_uids(s: Scenario, names: list[str]) -> dict[str, str]:
     return uids
 
 
-async def collect_garbage(*shards: Controllers | None) -> None:
+async def collect_garbage(*shards: Process | None) -> None:
     """A garbage collection pass of each shard, now (instead of waiting for gcInterval)."""
     for shard in shards:
         assert shard is not None
-        assert shard.direct_reconciler is not None
-        await shard.direct_reconciler.collect_garbage()
+        await shard.generation.direct_reconciler.collect_garbage()
 
 
 @pytest.mark.parametrize("multikueue_config", [DIRECT_SHARD_A])
@@ -99,9 +97,9 @@ async def test_two_direct_mode_shards_split_one_load_and_each_run_is_placed_once
 
         assert sorted(await everywhere()) == sorted(teams), "each run once, on one worker"
         # Each shard holds (and placed) only its own objects.
-        gvk = next(iter(s.manager.direct_kinds))
-        held_a = {o["metadata"]["name"] for o in s.manager.direct_kinds[gvk][0].items() if mine(s, o)}
-        held_b = {o["metadata"]["name"] for o in shard_b.direct_kinds[gvk][0].items() if mine(s, o)}
+        gvk = next(iter(s.manager.generation.direct_kinds))
+        held_a = {o["metadata"]["name"] for o in s.manager.generation.direct_kinds[gvk][0].items() if mine(s, o)}
+        held_b = {o["metadata"]["name"] for o in shard_b.generation.direct_kinds[gvk][0].items() if mine(s, o)}
         assert held_a == {n for n, t in teams.items() if t == "a"}
         assert held_b == {n for n, t in teams.items() if t != "a"}
         # Neither shard's garbage collector takes the other's copies for orphans.
@@ -124,8 +122,9 @@ async def test_a_run_relabelled_into_the_other_shard_keeps_its_copy_and_is_finis
         await submit(s, "moving", "a")
         before = await copy_uids(s, ["moving"])
         await s.runs("manager").patch("moving", {"metadata": {"labels": {"team": "b"}}}, s.namespace)
-        gvk = next(iter(shard_b.direct_kinds))
-        await wait_until(lambda: any(o["metadata"]["name"] == "moving" for o in shard_b.direct_kinds[gvk][0].items()),
+        gvk = next(iter(shard_b.generation.direct_kinds))
+        held_b = shard_b.generation.direct_kinds[gvk][0]
+        await wait_until(lambda: any(o["metadata"]["name"] == "moving" for o in held_b.items()),
                          what="shard B holds the relabelled run")  # fmt: skip
         events = await eventually(lambda: s.events("moving"), until=lambda e: any(x.reason == "LeftShard" for x in e),
                                   what="shard A says the run left it")  # fmt: skip
@@ -197,8 +196,7 @@ async def check_ready(s: Scenario, wl_name: str, check: str) -> None:
     await s.wait(s.workloads("manager"), wl_name, ready, f"{wl_name}'s check {check} Ready")
 
 
-async def collect_kueue_garbage(shard: Controllers) -> None:
+async def collect_kueue_garbage(shard: Process) -> None:
     """Shard A's garbage collection, now: Workloads of shard B's check must not look like orphans to it."""
-    assert shard.workload_reconciler is not None
-    collect: Callable[[], Awaitable[None]] = shard.workload_reconciler.collect_garbage
+    collect: Callable[[], Awaitable[None]] = shard.generation.workload_reconciler.collect_garbage
     await collect()

@@ -100,8 +100,7 @@ async def _connect_with_a_short_token(s: Scenario, *, bound_to: str | None = Non
 
 def _reconciler(s: Scenario) -> Any:
     assert s.manager is not None
-    assert s.manager.cluster_reconciler is not None
-    return s.manager.cluster_reconciler
+    return s.manager.generation.cluster_reconciler
 
 
 async def _opt_in(s: Scenario) -> None:

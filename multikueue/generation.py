@@ -1,0 +1,390 @@
+"""One configuration's controllers: built whole from one valid configuration, run, and stopped as a whole.
+
+A generation holds everything that depends on the configuration: the informers, the reconcilers, the controllers
+and the routes from an informer's event to a controller's key. Each is built in ``__init__``, none is optional:
+a reload stops one generation and builds the next (``process.Process``); what lives as long as the process (the
+endpoints, the webhook, the Lease, the configuration watch) is not here.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Awaitable, Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import anyio
+import anyio.abc
+import structlog
+
+from multikueue import owners
+from multikueue.clusters.admissioncheck import AdmissionCheckReconciler
+from multikueue.clusters.reconciler import ClusterReconciler
+from multikueue.clusters.worker import Worker
+from multikueue.config import Configuration
+from multikueue.dispatch.direct import DirectKey, DirectReconciler, waits_for_a_fit
+from multikueue.dispatch.reconciler import WorkloadReconciler
+from multikueue.integration.reconciler import IntegrationController
+from multikueue.kube import core, openapi
+from multikueue.kube.addresses import (
+    ADMISSION_CHECKS,
+    CLUSTER_PROFILES,
+    MULTIKUEUE_CLUSTERS,
+    MULTIKUEUE_CONFIGS,
+    WORKLOADS,
+    GroupVersionKind,
+    Resource,
+)
+from multikueue.kube.client import ApiClient
+from multikueue.kube.discovery import KindUnavailable, discover_later, discover_resource
+from multikueue.kube.errors import ApiError
+from multikueue.kube.resources import Objects
+from multikueue.manager_schemas import managed_by_problems, published_kinds
+from multikueue.metrics import Metrics
+from multikueue.runtime.controller import Controller, Result
+from multikueue.runtime.informer import DELETED, Informer, ObjectKey
+from multikueue.runtime.shared import SharedInformers
+
+log = structlog.get_logger(__name__)
+Object = dict[str, Any]
+Warn = Callable[[str, str], Awaitable[None]]  # (reason, message): an Event where the configuration is
+CLOSE_TIMEOUT = 10.0  # seconds a stopping generation gives its worker connections to close
+Kinds = dict[GroupVersionKind, tuple[Informer, Resource]]
+Served = dict[GroupVersionKind, Resource]
+
+
+async def discover_kinds(api: ApiClient, gvks: Iterable[GroupVersionKind]) -> tuple[Served, list[GroupVersionKind]]:
+    """The resource of each configured kind the manager serves, and the kinds it does not serve yet."""
+    served: Served = {}
+    missing: list[GroupVersionKind] = []
+    for gvk in gvks:
+        try:
+            served[gvk] = await discover_resource(api, gvk)
+        except (KindUnavailable, ApiError) as e:
+            log.warning("kind not served by the manager yet; looked for again periodically", kind=str(gvk),
+                        error=str(e))  # fmt: skip
+            missing.append(gvk)
+    return served, missing
+
+
+class ManagerGeneration:
+    """The dispatcher (and the integration, if configured) on the manager cluster, for one configuration."""
+
+    def __init__(
+        self,
+        api: ApiClient,
+        config: Configuration,
+        served: Served,
+        task_group: anyio.abc.TaskGroup,
+        *,
+        metrics: Metrics,
+        temp_dir: Path | None,
+        warn: Warn,
+    ) -> None:
+        self.api, self.config, self.metrics, self.warn = api, config, metrics, warn
+        self.task_group = task_group
+        concurrency = config.dispatcher.concurrency
+        # Several workers connect side by side: one that hangs does not hold back the others' first connection.
+        self.cluster_controller: Controller[str] = Controller(
+            "multikueue_cluster", self._reconcile_cluster, concurrency=concurrency, observe=metrics
+        )
+        self.workload_controller: Controller[ObjectKey] = Controller(
+            "multikueue_workload", self._reconcile_workload, concurrency=concurrency, observe=metrics
+        )
+        self.direct_controller: Controller[DirectKey] = Controller(
+            "multikueue_direct", self._reconcile_direct, concurrency=concurrency, observe=metrics
+        )
+        self.check_controller: Controller[str] = Controller(
+            "multikueue_admissioncheck", self._reconcile_check, observe=metrics
+        )
+        # One informer per manager resource, shared by the dispatcher and the integration (one cache, one watch).
+        self.informers = SharedInformers(api)
+        # The kinds the manager serves, with their informers; the reconcilers share these dicts, so a kind whose
+        # CRD appears after start (found by ``discover_later``) reaches them without a restart.
+        self.kinds: Kinds = {}
+        self.direct_kinds: Kinds = {}
+        self.manager_resources: dict[GroupVersionKind, Resource] = {}
+        self.owners: dict[GroupVersionKind, Informer] = {}
+        self._schema_digests: dict[GroupVersionKind, str] = {}  # each kind's published schema, as last seen
+        # Last (connected, kinds served, settled) per worker: Workloads are re-examined only when that changes.
+        self._was_connected: dict[str, tuple[bool, frozenset[GroupVersionKind], bool]] = {}
+        self.integration = IntegrationController(config, api, self.informers, observe=metrics)
+
+        clusters = self._shared(MULTIKUEUE_CLUSTERS, self._on_cluster)
+        checks = self._shared(ADMISSION_CHECKS, lambda _, o: self.check_controller.enqueue(o["metadata"]["name"]))
+        configs = self._shared(MULTIKUEUE_CONFIGS, self._on_config)
+        self.manager_workloads = self._shared(WORKLOADS, self._on_workload)
+        self.manager_workloads.add_indexes(owners.INDEXES)
+        namespace = config.dispatcher.namespace  # the kubeconfig Secrets: only this namespace's, not shared
+        secrets = Informer(core.secret_source(api, namespace), on_event=self._on_secret)
+        profiles = self._profiles(namespace)
+        # Not shared: waited for (the Secrets) or not (the ClusterProfiles: a manager without the CRD still starts).
+        self.own_informers = [secrets] + ([profiles] if profiles is not None else [])
+        self.secrets = secrets
+
+        self.check_reconciler = AdmissionCheckReconciler(
+            config.dispatcher.controller_name, Objects(api, ADMISSION_CHECKS), checks, configs, clusters
+        )
+        self.cluster_reconciler = ClusterReconciler(
+            config, Objects(api, MULTIKUEUE_CLUSTERS), clusters, secrets, task_group,
+            on_connection_change=self._connection_changed, on_worker_event=self._on_worker_change,
+            on_worker_object=self._on_worker_object, temp_dir=temp_dir, metrics=metrics, profiles=profiles,
+        )  # fmt: skip
+        self.workload_reconciler = WorkloadReconciler(
+            config, api, self.manager_workloads, checks, configs, self._connections,
+            self.manager_resources,  # others are discovered on first use
+            metrics, owners=self.owners, enqueue=self.workload_controller.enqueue,
+            settled=self.cluster_reconciler.settled,
+        )  # fmt: skip
+        self.direct_reconciler = DirectReconciler(config, api, self.direct_kinds, clusters, self._connections,
+                                                  self.direct_controller.enqueue, metrics)  # fmt: skip
+        for gvk, resource in served.items():
+            self._watch_kind(gvk, resource)
+
+    def _shared(self, resource: Resource, handler: Callable[[str, Object], None]) -> Informer:
+        informer = self.informers.of(resource)
+        informer.add_handler(handler)
+        return informer
+
+    def _profiles(self, namespace: str) -> Informer | None:
+        """The ClusterProfiles of the configuration's namespace, read only when access is configured (as Kueue)."""
+        cluster_profile = self.config.multi_kueue.cluster_profile
+        if cluster_profile is None or not cluster_profile.providers:
+            return None
+        return Informer(
+            Objects(self.api, CLUSTER_PROFILES).source(namespace=namespace),
+            on_event=self._on_profile,
+            on_state=lambda _: self._on_profile("", None),  # listed at last (its CRD installed): look again
+        )
+
+    def _watch_kind(self, gvk: GroupVersionKind, resource: Resource) -> None:
+        """Every configured kind is watched on the manager: owners are read from this cache, not fetched on every
+        reconcile; a change to an owner (a cancel to carry over) reaches its Workload at once; and in Direct mode
+        the objects themselves are what this controller places."""
+        direct = self.config.adapter(gvk).mode == "Direct"
+        # A shard's Direct-mode objects are selected by the API server: the others are not even cached here.
+        selector = self.config.dispatcher.shard.object_selector if direct else ""
+        informer = self.informers.of(resource, label_selector=selector)
+        informer.add_handler(functools.partial(self._on_object, gvk, direct))
+        self.kinds[gvk] = (informer, resource)
+        self.manager_resources[gvk], self.owners[gvk] = resource, informer
+        if direct:
+            self.direct_kinds[gvk] = (informer, resource)
+
+    async def start(self, missing: list[GroupVersionKind]) -> None:
+        """Start every informer and controller in the generation's task group; return once the caches are synced
+        and the controllers run."""
+        tg, config = self.task_group, self.config
+        tg.start_soon(self.workload_reconciler.writes.run)
+        self.metrics.waiting.count = self._waiting_for_a_worker
+        self.informers.start(tg)
+        for informer in self.own_informers:
+            tg.start_soon(informer.run)
+        await self.informers.synced()
+        await self.secrets.synced.wait()
+        if any(config.adapter(g).mode == "Direct" for g in config.multi_kueue.gvks):
+            tg.start_soon(self.direct_controller.run)
+        if missing:  # watched (and dispatched) from when the manager serves them; the first list enqueues all
+
+            def served(gvk: GroupVersionKind, resource: Resource) -> None:
+                self._watch_kind(gvk, resource)
+                self.informers.start(tg)
+
+            tg.start_soon(discover_later, self.api, missing, served)
+        tg.start_soon(self.integration.run)
+        await self.integration.started.wait()
+        tg.start_soon(self.cluster_controller.run)
+        tg.start_soon(self.check_controller.run)
+        tg.start_soon(self.workload_controller.run)
+        if config.multi_kueue.gc_interval > 0:
+            tg.start_soon(self._collect_garbage_forever)
+        tg.start_soon(openapi.watch_changes, self.api, self._schemas_changed)
+        tg.start_soon(self._say_schema_problems)
+        log.info("manager started", controller_name=config.dispatcher.controller_name,
+                 kinds=[str(g) for g in config.multi_kueue.gvks])  # fmt: skip
+
+    async def close(self) -> None:
+        """Close every worker connection (the generation's tasks have stopped)."""
+        await self.cluster_reconciler.close()
+
+    def _waiting_for_a_worker(self) -> dict[str, int]:
+        """Runs no worker can take now, by mode (the ``multikueue_runs_waiting_for_a_worker`` gauge)."""
+        direct = sum(
+            waits_for_a_fit(obj) for informer, _ in self.direct_kinds.values() for obj in informer.items()
+        )  # fmt: skip
+        return {"Kueue": self.workload_reconciler.waiting_for_a_fit(), "Direct": direct}
+
+    def _connections(self) -> dict[str, Worker]:
+        """The workers as the dispatch code sees them (``clusters.worker.Worker``), by MultiKueueCluster name."""
+        return {name: connection.worker for name, connection in self.cluster_reconciler.connections.items()}
+
+    # ------------------------------------------------------------------------- what each event enqueues
+
+    def _on_workload(self, kind: str, obj: Object) -> None:
+        if kind == DELETED:
+            self.workload_reconciler.remember_deleted(obj)
+        self.workload_controller.enqueue(ObjectKey.of(obj))
+
+    def _on_object(self, gvk: GroupVersionKind, direct: bool, kind: str, obj: Object, *, observe: bool = True) -> None:
+        """A manager object of a configured kind: placed itself in Direct mode, else its Workload looked at."""
+        if direct:
+            if observe:
+                self.direct_reconciler.observe(gvk, kind, obj)
+            self.direct_controller.enqueue((gvk, ObjectKey.of(obj)))
+            return
+        for workload in self.manager_workloads.by_index(owners.BY_OWNER_UID, obj["metadata"].get("uid", "")):
+            self.workload_controller.enqueue(workload)
+
+    def _on_worker_change(self, cluster: str, key: ObjectKey) -> None:
+        """Bursts from workers coalesce over the batch period."""
+        self.workload_controller.queue.add_after(key, self.config.dispatcher.events_batch_period)
+
+    def _on_worker_object(self, cluster: str, gvk: GroupVersionKind, key: ObjectKey) -> None:
+        if gvk in self.direct_kinds:
+            self.direct_controller.queue.add_after((gvk, key), self.config.dispatcher.events_batch_period)
+
+    def _all_checks(self) -> None:
+        for name in self.check_reconciler.ours():
+            self.check_controller.enqueue(name)
+
+    def _on_cluster(self, kind: str, obj: Object) -> None:
+        self.cluster_controller.enqueue(obj["metadata"]["name"])
+        self._all_checks()
+        for gvk in self.direct_reconciler.waiting:  # a worker's labels may now fit runs that wait for one
+            self.direct_reconciler.wake(gvk)
+
+    def _on_secret(self, kind: str, obj: Object) -> None:
+        for name in self.cluster_reconciler.clusters_using_secret(obj["metadata"]["name"]):
+            self.cluster_controller.enqueue(name)
+
+    def _on_profile(self, kind: str, obj: Object | None) -> None:
+        name = obj["metadata"]["name"] if obj is not None else None
+        for cluster in self.cluster_reconciler.clusters_using_profile(name):
+            self.cluster_controller.enqueue(cluster)
+
+    def _on_config(self, kind: str, obj: Object) -> None:
+        self._all_checks()
+        for workload in self.manager_workloads.items():  # clusters of a config changed: look at every Workload
+            self.workload_controller.enqueue(ObjectKey.of(workload))
+
+    def _connection_changed(self, name: str) -> None:
+        self.cluster_controller.enqueue(name)  # every failed retry updates the condition's attempt count
+        connection = self.cluster_reconciler.connections.get(name)
+        state = (connection.connected if connection else False, frozenset(connection.resources if connection else ()),
+                 self.cluster_reconciler.settled(name))  # fmt: skip
+        if self._was_connected.get(name) == state:
+            return
+        self._was_connected[name] = state
+        for gvk, (informer, _) in self.direct_kinds.items():  # a worker (or a kind on it) came or went
+            for obj in informer.items():
+                self.direct_controller.enqueue((gvk, ObjectKey.of(obj)))
+        for workload in self.manager_workloads.items():
+            self.workload_controller.enqueue(ObjectKey.of(workload))
+
+    # ------------------------------------------------------------------------- the manager's schemas
+
+    async def _schemas_changed(self, group_versions: set[str]) -> None:
+        """A configured kind's published schema changed on the manager (its CRD upgraded): status fields it once
+        dropped are mirrored again, for every object of the kind. Another kind's change in the same group version
+        changes nothing."""
+        kinds = [g for g in self.kinds if openapi.group_version_path(g.group, g.version) in group_versions]
+        for gvk, schema in (await published_kinds(self.api, kinds)).items():
+            if self._schema_digests.get(gvk) == schema.digest:
+                continue
+            self._schema_digests[gvk] = schema.digest
+            forgot = [r.mirror.forget_kind(gvk) for r in (self.workload_reconciler, self.direct_reconciler)]
+            if any(forgot):  # both forget, not only the first
+                log.info("the kind's schema changed on the manager: dropped status fields tried again", kind=str(gvk))
+                direct = gvk in self.direct_kinds
+                for obj in self.kinds[gvk][0].items():
+                    self._on_object(gvk, direct, "", obj, observe=False)
+
+    async def _say_schema_problems(self) -> None:
+        """What the manager's schemas make impossible (a managedByPath they drop), where the configuration is."""
+        schemas = await published_kinds(self.api, self.config.multi_kueue.gvks)
+        self._schema_digests = {gvk: schema.digest for gvk, schema in schemas.items()}
+        for problem in managed_by_problems(self.config, schemas):
+            log.warning("configuration cannot work with the manager's schema", problem=problem)
+            await self.warn("ManagedByPathPruned", problem)
+
+    async def _collect_garbage_forever(self) -> None:
+        while True:
+            await anyio.sleep(self.config.multi_kueue.gc_interval)
+            for reconciler in (self.workload_reconciler, self.direct_reconciler):
+                try:
+                    await reconciler.collect_garbage()
+                except Exception as e:
+                    log.warning("garbage collection failed", error=f"{type(e).__name__}: {e}")
+
+    async def _reconcile_workload(self, key: ObjectKey) -> Result | None:
+        return await self.workload_reconciler.reconcile(key)
+
+    async def _reconcile_direct(self, key: DirectKey) -> Result | None:
+        return await self.direct_reconciler.reconcile(key)
+
+    async def _reconcile_cluster(self, name: str) -> Result | None:
+        return await self.cluster_reconciler.reconcile(name)
+
+    async def _reconcile_check(self, name: str) -> Result | None:
+        return await self.check_reconciler.reconcile(name)
+
+
+class WorkerGeneration:
+    """``--role worker``: only the integration, which adopts the Workloads MultiKueue prebuilds on this worker and
+    releases each copy on admission (so workers need no per-kind Kueue integration)."""
+
+    def __init__(self, api: ApiClient, config: Configuration, *, metrics: Metrics) -> None:
+        self.config = config
+        self.informers = SharedInformers(api)
+        self.integration = IntegrationController(config, api, self.informers, observe=metrics)
+
+    async def start(self, task_group: anyio.abc.TaskGroup) -> None:
+        if not self.config.integrations:
+            log.warning("role worker, but no adapter has an integration section: nothing to do")
+        task_group.start_soon(self.integration.run)
+        await self.integration.started.wait()
+
+
+Generation = ManagerGeneration | WorkerGeneration
+
+
+async def serve_manager(
+    api: ApiClient,
+    config: Configuration,
+    *,
+    metrics: Metrics,
+    temp_dir: Path | None,
+    warn: Warn,
+    task_status: anyio.abc.TaskStatus[ManagerGeneration] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Build and run one manager generation until cancelled; ``task_status`` gets it once it runs."""
+    served, missing = await discover_kinds(api, config.multi_kueue.gvks)
+    generation: ManagerGeneration | None = None
+    try:
+        async with anyio.create_task_group() as tg:
+            generation = ManagerGeneration(api, config, served, tg, metrics=metrics, temp_dir=temp_dir, warn=warn)
+            await generation.start(missing)
+            task_status.started(generation)
+            await anyio.sleep_forever()
+    finally:
+        # After the tasks have stopped, shielded so a cancellation (SIGTERM, lost Lease, reload) still closes every
+        # worker client; bounded so a hung worker cannot keep the process alive past its grace period.
+        metrics.waiting.count = dict  # the gauge no longer reads a stopped generation's caches
+        if generation is not None:
+            with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
+                await generation.close()
+
+
+async def serve_worker(
+    api: ApiClient,
+    config: Configuration,
+    *,
+    metrics: Metrics,
+    task_status: anyio.abc.TaskStatus[WorkerGeneration] = anyio.TASK_STATUS_IGNORED,
+) -> None:
+    """Build and run one worker generation until cancelled."""
+    generation = WorkerGeneration(api, config, metrics=metrics)
+    async with anyio.create_task_group() as tg:
+        await generation.start(tg)
+        task_status.started(generation)
+        await anyio.sleep_forever()

@@ -1,0 +1,255 @@
+"""What lives as long as one ``multikueue run`` process: the endpoints, the webhook, the Lease and the
+configuration watch; and, in turn, one generation of controllers per valid configuration (generation.py)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import anyio
+import anyio.abc
+import structlog
+
+from multikueue.config import Configuration
+from multikueue.endpoints import Endpoints, Serving, ServingError
+from multikueue.generation import Generation, ManagerGeneration, serve_manager, serve_worker
+from multikueue.kube import core, leader
+from multikueue.kube.addresses import WORKLOADS
+from multikueue.kube.client import ApiClient
+from multikueue.kube.errors import TRANSIENT, ApiError, describe
+from multikueue.kube.resources import Objects
+from multikueue.metrics import Metrics
+from multikueue.reload import ConfigReloads, ConfigSource, StartupError, check_kinds
+
+if TYPE_CHECKING:
+    from multikueue.integration.webhook import WebhookServer
+
+log = structlog.get_logger(__name__)
+RELEASE_TIMEOUT = 5.0  # seconds a stopping leader tries to give its Lease up; past that, the Lease just expires
+
+
+@dataclass(frozen=True)
+class LeaderElectionSettings:
+    """A coordination.k8s.io Lease: only its holder reconciles; a standby takes over after ``lease_duration``."""
+
+    namespace: str
+    name: str
+    identity: str
+    lease_duration: int = 15  # whole seconds: the Lease's spec.leaseDurationSeconds
+    renew_deadline: float = 10.0
+    retry_period: float = 2.0
+
+
+async def preflight(api: ApiClient, role: str) -> None:
+    """Fail at start, in one line, when the API server cannot be reached or this identity may not read what the
+    controller needs; the informers would otherwise retry forever with warnings nobody reads."""
+    what = "GET /version"
+    try:
+        await core.server_version(api)
+        if role == "manager":
+            what = "list Workloads"
+            await Objects(api, WORKLOADS).source().list(limit=1, continue_token=None)
+    except ApiError as e:
+        raise StartupError(f"the manager cluster refused {what}: {describe(e)}") from None
+    except TRANSIENT as e:
+        raise StartupError(f"cannot reach the manager cluster ({what}): {describe(e)}") from None
+
+
+class Process:
+    """One ``multikueue run`` process, for its role: on the manager cluster the dispatcher (and the integration, if
+    configured); with ``--role worker`` only the integration. Each valid new configuration replaces the generation
+    of controllers as a whole; with leader election, controllers run only while the Lease is held."""
+
+    def __init__(
+        self,
+        api: ApiClient,
+        config: Configuration,
+        *,
+        temp_dir: Path | None = None,
+        serving: Serving | None = None,
+        config_source: ConfigSource | None = None,
+        role: Literal["manager", "worker"] = "manager",
+    ) -> None:
+        self.api = api
+        self.role = role
+        self.config = config  # the configuration in force
+        self.config_source = config_source  # watched: a valid change replaces the generation
+        self.temp_dir = temp_dir
+        self.metrics = Metrics()
+        self.reloads = (
+            ConfigReloads(api, config_source, config, metrics=self.metrics,
+                          check=(lambda c: check_kinds(api, c)) if role == "manager" else None)
+            if config_source else None
+        )  # fmt: skip
+        if isinstance(api, ApiClient) and api.on_request is None:
+            requests, errors = self.metrics.api_requests, self.metrics.api_errors
+            api.on_request = lambda method: requests.labels("manager", method).inc()
+            api.on_error = lambda code: errors.labels("manager", code).inc()
+        self.endpoint_options = serving  # /metrics (HTTPS, authorised) and /healthz, /readyz; None: neither served
+        self.endpoints: Endpoints | None = None
+        self.webhook: WebhookServer | None = None
+        self.standby = False  # waiting for the leader lease: healthy and ready, reconciling nothing
+        self.draining = False  # told to stop: unready, yet still answering the webhook (multikueue/shutdown.py)
+        self.started = anyio.Event()  # the first generation runs (readiness; kept across reloads)
+        self._generation: Generation | None = None
+
+    @property
+    def generation(self) -> ManagerGeneration:
+        """The manager generation now running; ``LookupError`` between two, before the first, or as a worker."""
+        if not isinstance(self._generation, ManagerGeneration):
+            raise LookupError("no manager generation is running")
+        return self._generation
+
+    async def run(self) -> None:
+        """Run one generation after another: each valid new configuration replaces the running one.
+
+        A new generation closes every worker connection and relists everything: reconciles are level-triggered
+        and idempotent (they survive a SIGKILL at any point), so cancelling them mid-way loses nothing. An invalid
+        change (one that does not parse, or names a misspelt kind) replaces nothing: ``ConfigReloads`` refuses it.
+        """
+        if self.role == "manager":
+            try:
+                await check_kinds(self.api, self.config)  # a misspelt kind at start ends the process, in one line
+            except TRANSIENT as e:
+                raise StartupError(f"cannot check the configured kinds on the manager cluster: {describe(e)}") from None
+        async with self.serving(), anyio.create_task_group() as outer:
+            if self.reloads is not None:
+                outer.start_soon(self.reloads.watch)
+            while True:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._serve, self.config)
+                    self.config = await self._next_config()  # may come while the generation still starts
+                    tg.cancel_scope.cancel()
+                self._generation = None  # the old generation has stopped before the next is built
+                log.info("configuration reloaded; controllers restarted", source=str(self.config_source))
+
+    async def _serve(self, config: Configuration) -> None:
+        async with anyio.create_task_group() as tg:
+            self._generation = await tg.start(self._run_generation, config)
+            self.started.set()
+
+    async def _run_generation(self, config: Configuration, *, task_status: anyio.abc.TaskStatus[Generation]) -> None:
+        if self.role == "worker":
+            await serve_worker(self.api, config, metrics=self.metrics, task_status=task_status)
+        else:
+            await serve_manager(self.api, config, metrics=self.metrics, temp_dir=self.temp_dir, warn=self._warn,
+                                task_status=task_status)  # fmt: skip
+
+    async def _next_config(self) -> Configuration:
+        """The next valid configuration, different from the one in force; never, without a ConfigMap to watch."""
+        while self.reloads is None:
+            await anyio.sleep_forever()
+        return await self.reloads.next_valid()
+
+    async def _warn(self, reason: str, message: str) -> None:
+        if self.reloads is not None:
+            await self.reloads.warn(reason, message)
+
+    @contextlib.asynccontextmanager
+    async def serving(self) -> AsyncIterator[None]:
+        """The endpoints and the webhook for as long as the block runs; each is started once, and stopped by the
+        block that started it: the outermost, so a caller may keep them answering after the controllers stop."""
+        runner = await self._serve_http()
+        webhook = None
+        try:
+            webhook = await self._serve_webhook()
+            yield
+        finally:
+            with anyio.CancelScope(shield=True):
+                if webhook is not None:
+                    await webhook.stop()
+                    self.webhook = None
+                if runner is not None:
+                    await runner.stop()
+                    self.endpoints = None
+
+    async def drain(self, delay: float) -> None:
+        """Keep answering (the webhook above all) for ``delay`` seconds while unready, then return.
+
+        Readiness already fails (``draining``, set when the signal came); the webhook asks the API server to close
+        each connection after its answer, so its next request opens a new one, to a replica still in the Service.
+        """
+        self.draining = True
+        if self.webhook is not None:
+            self.webhook.draining = True
+        log.info("shutting down: still serving while this replica leaves the Service", seconds=delay)
+        await anyio.sleep(delay)
+
+    async def _serve_http(self) -> Endpoints | None:
+        """Start the endpoints once; returns them if this call started them (its owner stops them)."""
+        if self.endpoint_options is None or self.endpoints is not None:
+            return None
+        ready = lambda: self.standby or self.started.is_set()  # noqa: E731 - a standby is ready by design
+        endpoints = Endpoints(self.endpoint_options, self.metrics, ready, self.api, draining=lambda: self.draining)
+        try:
+            await endpoints.start()
+        except ServingError as e:
+            raise StartupError(str(e)) from None
+        self.endpoints = endpoints
+        return endpoints
+
+    async def _serve_webhook(self) -> WebhookServer | None:
+        """Start the admission webhook once, if configured; returns it if this call started it.
+
+        Every replica serves it, leader or standby: the Service sends admission requests to any of them, and the
+        answer needs only the configuration, not the caches.
+        """
+        options = self.config.dispatcher.webhook
+        if options is None or self.webhook is not None:
+            return None
+        # Imported here: the webhook's certificates need cryptography (~10 MiB resident), which a dispatcher
+        # serving no webhook never loads.
+        from multikueue.integration.webhook import WebhookServer
+
+        self.webhook = WebhookServer(options, lambda: self.config.integrations)
+        await self.webhook.start(self.api, self.config.dispatcher.namespace)
+        return self.webhook
+
+    async def run_as_leader(self, election: LeaderElectionSettings) -> None:
+        """Reconcile only while holding the Lease; return when it is lost (the process should then exit).
+
+        The election's "started leading" callback only signals, and the controllers run inside this function's own
+        task group, so losing the Lease or a cancellation (SIGTERM) stops them cleanly. A Lease held is then given
+        up, once the reconciles have stopped: the next leader starts at once instead of waiting it out.
+        """
+        self.standby = True
+        lease = f"{election.namespace}/{election.name}"
+        acquired = anyio.Event()
+        log.info("waiting for the leader lease", lease=lease, identity=election.identity)
+        async with self.serving():
+            try:
+                await self._lead(election, acquired)
+            finally:
+                if acquired.is_set():
+                    with anyio.CancelScope(shield=True), anyio.move_on_after(RELEASE_TIMEOUT):
+                        if await leader.release(self.api, namespace=election.namespace, name=election.name,
+                                                identity=election.identity):  # fmt: skip
+                            log.info("leader lease released", lease=lease, identity=election.identity)
+
+    async def _lead(self, election: LeaderElectionSettings, acquired: anyio.Event) -> None:
+        lease = f"{election.namespace}/{election.name}"
+
+        async def lead() -> None:
+            acquired.set()
+
+        async def stopped() -> None:
+            log.warning("leader lease lost", lease=lease, identity=election.identity)
+
+        async with anyio.create_task_group() as tg:
+
+            async def elect() -> None:
+                await leader.contend(
+                    self.api, namespace=election.namespace, name=election.name, identity=election.identity,
+                    lease_duration=election.lease_duration, renew_deadline=election.renew_deadline,
+                    retry_period=election.retry_period, on_acquired=lead, on_lost=stopped,
+                )  # fmt: skip
+                tg.cancel_scope.cancel()  # a held Lease could not be renewed
+
+            tg.start_soon(elect)
+            await acquired.wait()
+            self.standby = False
+            log.info("leader lease acquired", lease=lease, identity=election.identity)
+            await self.run()
