@@ -458,12 +458,12 @@ def _run(args: argparse.Namespace) -> int:
     from multikueue.endpoints import Serving
     from multikueue.kube.client import (
         DEFAULT_MAX_CONNECTIONS,
-        ApiClient,
         api_client_from_kubeconfig,
         in_cluster_api_client,
     )
     from multikueue.kube.errors import ApiError, KubeconfigError, describe
     from multikueue.kube.kubeconfig import read_kubeconfig
+    from multikueue.metrics import Metrics
     from multikueue.process import LeaderElectionSettings, Process, preflight
     from multikueue.reload import ConfigSource, StartupError, load_configuration
 
@@ -516,12 +516,18 @@ def _run(args: argparse.Namespace) -> int:
 
     async def main() -> int:
         nonlocal config
+        metrics = Metrics()
+        on_request, on_error = metrics.requests_to("manager")
         try:
-            api: ApiClient = (
-                await api_client_from_kubeconfig(kubeconfig, context=args.context, max_connections=max_connections)
-                if kubeconfig is not None
-                else await in_cluster_api_client(max_connections=max_connections)
-            )
+            if kubeconfig is not None:
+                api = await api_client_from_kubeconfig(
+                    kubeconfig, context=args.context, max_connections=max_connections, on_request=on_request,
+                    on_error=on_error,
+                )  # fmt: skip
+            else:
+                api = await in_cluster_api_client(
+                    max_connections=max_connections, on_request=on_request, on_error=on_error
+                )
         except KubeconfigError as e:
             print(f"multikueue: cannot use the manager kubeconfig: {e}", file=sys.stderr)
             return 2
@@ -537,7 +543,7 @@ def _run(args: argparse.Namespace) -> int:
                     return 2
                 except ApiError as e:
                     raise StartupError(f"cannot read the configuration {source}: {describe(e)}") from None
-            process = Process(api, config, serving=serving, config_source=source, role=args.role)
+            process = Process(api, config, serving=serving, config_source=source, role=args.role, metrics=metrics)
             election = LeaderElectionSettings(
                 namespace=args.leader_elect_namespace,
                 name=args.leader_elect_name,

@@ -141,6 +141,14 @@ class Metrics:
         )
 
     # ControllerObserver
+    def requests_to(self, cluster: str) -> tuple[Callable[[str], None], Callable[[str], None]]:
+        """The ``on_request`` and ``on_error`` hooks a client to ``cluster`` is built with: its requests counted by
+        method, its failures by HTTP status (or ``connection``)."""
+        requests, errors = self.api_requests, self.api_errors
+        return (lambda method: requests.labels(cluster, method).inc()), (
+            lambda code: errors.labels(cluster, code).inc()
+        )
+
     def started(self, controller: str, waited: float, depth: int) -> None:
         self.queue_wait.labels(controller).observe(waited)
         self.queue_depth.labels(controller).set(depth)

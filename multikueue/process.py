@@ -72,22 +72,20 @@ class Process:
         serving: Serving | None = None,
         config_source: ConfigSource | None = None,
         role: Literal["manager", "worker"] = "manager",
+        metrics: Metrics | None = None,
     ) -> None:
         self.api = api
         self.role = role
         self.config = config  # the configuration in force
         self.config_source = config_source  # watched: a valid change replaces the generation
         self.temp_dir = temp_dir
-        self.metrics = Metrics()
+        # The caller's, when it counts the manager client's requests into them (``Metrics.requests_to``).
+        self.metrics = metrics if metrics is not None else Metrics()
         self.reloads = (
             ConfigReloads(api, config_source, config, metrics=self.metrics,
                           check=(lambda c: check_kinds(api, c)) if role == "manager" else None)
             if config_source else None
         )  # fmt: skip
-        if isinstance(api, ApiClient) and api.on_request is None:
-            requests, errors = self.metrics.api_requests, self.metrics.api_errors
-            api.on_request = lambda method: requests.labels("manager", method).inc()
-            api.on_error = lambda code: errors.labels("manager", code).inc()
         self.endpoint_options = serving  # /metrics (HTTPS, authorised) and /healthz, /readyz; None: neither served
         self.endpoints: Endpoints | None = None
         self.webhook: WebhookServer | None = None

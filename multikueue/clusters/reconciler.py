@@ -219,6 +219,7 @@ class ClusterReconciler:
     def _new_connection(self, name: str, kubeconfig: Object) -> WorkerConnection:
         worker_client = self.config.dispatcher.worker_client
         gvks = self.config.multi_kueue.gvks
+        on_request, on_error = self.metrics.requests_to(name) if self.metrics is not None else (None, None)
         return WorkerConnection(
             name,
             kubeconfig,
@@ -232,8 +233,8 @@ class ClusterReconciler:
             on_state_change=lambda: self.on_connection_change(name),
             on_worker_event=self.on_worker_event,
             on_worker_object=self.on_worker_object,
-            on_api_error=self._api_error_counter(name),
-            on_api_request=self._api_request_counter(name),
+            on_api_request=on_request,
+            on_api_error=on_error,
             temp_dir=self.temp_dir,
             watch_warnings=any(self.config.adapter(g).worker_events for g in gvks),
             spec_synced=frozenset(g for g in gvks if self.config.adapter(g).spec_sync),
@@ -336,18 +337,6 @@ class ClusterReconciler:
         for renewable in ("true", "false"):
             with contextlib.suppress(KeyError):
                 self.metrics.credentials_expiry.remove(name, renewable)
-
-    def _api_error_counter(self, name: str) -> Callable[[str], None] | None:
-        if self.metrics is None:
-            return None
-        counter = self.metrics.api_errors
-        return lambda code: counter.labels(name, code).inc()
-
-    def _api_request_counter(self, name: str) -> Callable[[str], None] | None:
-        if self.metrics is None:
-            return None
-        counter = self.metrics.api_requests
-        return lambda method: counter.labels(name, method).inc()
 
     async def drop(self, name: str) -> None:
         if self.metrics is not None:

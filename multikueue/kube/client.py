@@ -279,7 +279,12 @@ async def api_client_from_kubeconfig(
 
 
 async def in_cluster_api_client(
-    *, timeout: Timeout = DEFAULT_TIMEOUT, max_connections: int = DEFAULT_MAX_CONNECTIONS
+    *,
+    timeout: Timeout = DEFAULT_TIMEOUT,
+    max_connections: int = DEFAULT_MAX_CONNECTIONS,
+    on_error: Callable[[str], None] | None = None,
+    on_request: Callable[[str], None] | None = None,
 ) -> ApiClient:
     """A client from the pod's service account (what the manager-cluster Deployment uses)."""
-    return ApiClient(in_cluster_access(), timeout=timeout, max_connections=max_connections)
+    return ApiClient(in_cluster_access(), timeout=timeout, max_connections=max_connections, on_error=on_error,
+                     on_request=on_request)  # fmt: skip

@@ -21,6 +21,7 @@ from multikueue.endpoints import Serving
 from multikueue.kube.addresses import MULTIKUEUE_CLUSTERS, WORKLOADS, Resource
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import Objects
+from multikueue.metrics import Metrics
 from multikueue.process import Process
 from multikueue.runtime.informer import ObjectKey
 from multikueue.testing import TestBed, kueue
@@ -185,12 +186,18 @@ async def scenario(
     async with anyio.create_task_group() as tg:
 
         async def start(*, wait_for: tuple[str, ...] = ("worker1", "worker2")) -> None:
-            manager = Process(manager_api, config, temp_dir=tmp_path / "certs", serving=LOOPBACK)
+            # Its own client, its requests counted into its own metrics (not the test's requests, nor an earlier
+            # process's), as `multikueue run` builds it.
+            metrics = Metrics()
+            on_request, on_error = metrics.requests_to("manager")
+            api = ApiClient(manager_api.access, on_request=on_request, on_error=on_error, temp_dir=tmp_path / "certs")
+            manager = Process(api, config, temp_dir=tmp_path / "certs", serving=LOOPBACK, metrics=metrics)
             scope = anyio.CancelScope()
 
             async def run() -> None:
-                with scope:
-                    await manager.run()
+                async with api:
+                    with scope:
+                        await manager.run()
 
             tg.start_soon(run)
             with anyio.fail_after(30):

@@ -12,6 +12,7 @@ from multikueue.kube.client import ApiClient, rate_limit
 from multikueue.kube.errors import Unreachable
 from multikueue.kube.kubeconfig import ClusterAccess
 from multikueue.kube.proxy import environment_proxy
+from multikueue.metrics import Metrics
 
 
 def test_rate_limit_has_client_go_semantics() -> None:
@@ -117,3 +118,19 @@ async def test_uvloops_descriptor_reuse_on_connect_is_a_failed_connection_not_a_
 )
 def test_the_environments_proxy_as_go_reads_it(server: str, environ: dict[str, str], proxy: str | None) -> None:
     assert environment_proxy(server, environ) == proxy
+
+
+async def test_a_client_built_with_a_process_metrics_hooks_counts_into_them_by_cluster() -> None:
+    """The process counts the manager client's requests through the hooks it was built with (``requests_to``),
+    never by changing a client it is handed: another client to the same server counts nowhere."""
+    metrics = Metrics()
+    on_request, on_error = metrics.requests_to("manager")
+    counted = ApiClient(ClusterAccess(server="http://127.0.0.1:1"), on_request=on_request, on_error=on_error)
+    other = ApiClient(ClusterAccess(server="http://127.0.0.1:1"))
+    for api in (counted, other):
+        with pytest.raises(Unreachable):
+            await api.request("GET", "/version")
+        await api.close()
+    sample = metrics.registry.get_sample_value
+    assert sample("multikueue_api_requests_total", {"cluster": "manager", "method": "GET"}) == 1
+    assert sample("multikueue_api_errors_total", {"cluster": "manager", "code": "connection"}) == 1
