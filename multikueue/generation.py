@@ -348,6 +348,10 @@ class WorkerGeneration:
 Generation = ManagerGeneration | WorkerGeneration
 
 
+def _none_waiting() -> dict[str, int]:
+    return {"Kueue": 0, "Direct": 0}
+
+
 async def serve_manager(
     api: ApiClient,
     config: Configuration,
@@ -369,7 +373,7 @@ async def serve_manager(
     finally:
         # After the tasks have stopped, shielded so a cancellation (SIGTERM, lost Lease, reload) still closes every
         # worker client; bounded so a hung worker cannot keep the process alive past its grace period.
-        metrics.waiting.count = dict  # the gauge no longer reads a stopped generation's caches
+        metrics.waiting.count = _none_waiting  # the gauge no longer reads a stopped generation's caches
         if generation is not None:
             with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
                 await generation.close()

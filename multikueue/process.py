@@ -25,6 +25,7 @@ from multikueue.metrics import Metrics
 from multikueue.reload import ConfigReloads, ConfigSource, StartupError, check_kinds
 
 if TYPE_CHECKING:
+    from multikueue.integration.reconciler import IntegrationController
     from multikueue.integration.webhook import WebhookServer
 
 log = structlog.get_logger(__name__)
@@ -61,7 +62,11 @@ async def preflight(api: ApiClient, role: str) -> None:
 class Process:
     """One ``multikueue run`` process, for its role: on the manager cluster the dispatcher (and the integration, if
     configured); with ``--role worker`` only the integration. Each valid new configuration replaces the generation
-    of controllers as a whole; with leader election, controllers run only while the Lease is held."""
+    of controllers as a whole; with leader election, controllers run only while the Lease is held.
+
+    The manager client's requests are counted in ``metrics`` only if the client was built with its hooks
+    (``Metrics.requests_to("manager")``, as ``multikueue run`` does): the process never changes a client it is given.
+    """
 
     def __init__(
         self,
@@ -100,6 +105,13 @@ class Process:
         if not isinstance(self._generation, ManagerGeneration):
             raise LookupError("no manager generation is running")
         return self._generation
+
+    @property
+    def integration(self) -> IntegrationController:
+        """The running generation's integration, in either role; ``LookupError`` between generations."""
+        if self._generation is None:
+            raise LookupError("no generation is running")
+        return self._generation.integration
 
     async def run(self) -> None:
         """Run one generation after another: each valid new configuration replaces the running one.

@@ -701,8 +701,8 @@ async def test_a_kind_installed_after_start_is_integrated_without_a_restart(
     crd = widget_crd(strict_status=False, group=group, kind="Sprocket")
     try:
         async with _running(manager_api, _config(namespace, adapter)) as controller:
-            assert controller.generation.integration.reconciler is not None
-            assert not controller.generation.integration.reconciler.kinds  # not served at start
+            assert controller.integration.reconciler is not None
+            assert not controller.integration.reconciler.kinds  # not served at start
             await crds.install_crds(manager_api, [crd])
             body = {"apiVersion": f"{group}/v1", "kind": "Sprocket",
                     "metadata": {"name": "s1", "labels": {QUEUE_NAME_LABEL: "user-queue"}},
