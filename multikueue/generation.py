@@ -8,7 +8,6 @@ endpoints, the webhook, the Lease, the configuration watch) is not here.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -42,8 +41,10 @@ from multikueue.kube.resources import Objects
 from multikueue.manager_schemas import managed_by_problems, published_kinds
 from multikueue.metrics import Metrics
 from multikueue.runtime.controller import Controller, Result
-from multikueue.runtime.informer import DELETED, Informer, ObjectKey
+from multikueue.runtime.informer import Informer, ObjectKey
 from multikueue.runtime.shared import SharedInformers
+from multikueue.runtime.signal import Signal
+from multikueue.runtime.watches import Change, KindChange, install
 
 log = structlog.get_logger(__name__)
 Object = dict[str, Any]
@@ -106,17 +107,18 @@ class ManagerGeneration:
         self.manager_resources: dict[GroupVersionKind, Resource] = {}
         self.owners: dict[GroupVersionKind, Informer] = {}
         self._schema_digests: dict[GroupVersionKind, str] = {}  # each kind's published schema, as last seen
-        # Last (connected, kinds served, settled) per worker: Workloads are re-examined only when that changes.
-        self._was_connected: dict[str, tuple[bool, frozenset[GroupVersionKind], bool]] = {}
+        # Every configured kind's manager events, one source for the controllers that watch them (a kind served
+        # late joins it).
+        self.kind_changes: Signal[KindChange] = Signal("an object of a configured kind on the manager")
         self.integration = IntegrationController(config, api, self.informers, observe=metrics)
 
-        clusters = self._shared(MULTIKUEUE_CLUSTERS, self._on_cluster)
-        checks = self._shared(ADMISSION_CHECKS, lambda _, o: self.check_controller.enqueue(o["metadata"]["name"]))
-        configs = self._shared(MULTIKUEUE_CONFIGS, self._on_config)
-        self.manager_workloads = self._shared(WORKLOADS, self._on_workload)
+        clusters = self.informers.of(MULTIKUEUE_CLUSTERS)
+        checks = self.informers.of(ADMISSION_CHECKS)
+        configs = self.informers.of(MULTIKUEUE_CONFIGS)
+        self.manager_workloads = self.informers.of(WORKLOADS)
         self.manager_workloads.add_indexes(owners.INDEXES)
         namespace = config.dispatcher.namespace  # the kubeconfig Secrets: only this namespace's, not shared
-        secrets = Informer(core.secret_source(api, namespace), on_event=self._on_secret)
+        secrets = Informer(core.secret_source(api, namespace))
         profiles = self._profiles(namespace)
         # Not shared: waited for (the Secrets) or not (the ClusterProfiles: a manager without the CRD still starts).
         self.own_informers = [secrets] + ([profiles] if profiles is not None else [])
@@ -126,9 +128,8 @@ class ManagerGeneration:
             config.dispatcher.controller_name, Objects(api, ADMISSION_CHECKS), checks, configs, clusters
         )
         self.cluster_reconciler = ClusterReconciler(
-            config, Objects(api, MULTIKUEUE_CLUSTERS), clusters, secrets, task_group,
-            on_connection_change=self._connection_changed, on_worker_event=self._on_worker_change,
-            on_worker_object=self._on_worker_object, temp_dir=temp_dir, metrics=metrics, profiles=profiles,
+            config, Objects(api, MULTIKUEUE_CLUSTERS), clusters, secrets, task_group, temp_dir=temp_dir,
+            metrics=metrics, profiles=profiles,
         )  # fmt: skip
         self.workload_reconciler = WorkloadReconciler(
             config, api, self.manager_workloads, checks, configs, self._connections,
@@ -138,24 +139,20 @@ class ManagerGeneration:
         )  # fmt: skip
         self.direct_reconciler = DirectReconciler(config, api, self.direct_kinds, clusters, self._connections,
                                                   self.direct_controller.enqueue, metrics)  # fmt: skip
+        workers = self.cluster_reconciler.signals
+        install(self.cluster_controller, self.cluster_reconciler.watches())
+        install(self.check_controller, self.check_reconciler.watches())
+        install(self.workload_controller, self.workload_reconciler.watches(self.kind_changes, workers))
+        install(self.direct_controller, self.direct_reconciler.watches(self.kind_changes, workers))
         for gvk, resource in served.items():
             self._watch_kind(gvk, resource)
-
-    def _shared(self, resource: Resource, handler: Callable[[str, Object], None]) -> Informer:
-        informer = self.informers.of(resource)
-        informer.add_handler(handler)
-        return informer
 
     def _profiles(self, namespace: str) -> Informer | None:
         """The ClusterProfiles of the configuration's namespace, read only when access is configured (as Kueue)."""
         cluster_profile = self.config.multi_kueue.cluster_profile
         if cluster_profile is None or not cluster_profile.providers:
             return None
-        return Informer(
-            Objects(self.api, CLUSTER_PROFILES).source(namespace=namespace),
-            on_event=self._on_profile,
-            on_state=lambda _: self._on_profile("", None),  # listed at last (its CRD installed): look again
-        )
+        return Informer(Objects(self.api, CLUSTER_PROFILES).source(namespace=namespace))
 
     def _watch_kind(self, gvk: GroupVersionKind, resource: Resource) -> None:
         """Every configured kind is watched on the manager: owners are read from this cache, not fetched on every
@@ -165,7 +162,7 @@ class ManagerGeneration:
         # A shard's Direct-mode objects are selected by the API server: the others are not even cached here.
         selector = self.config.dispatcher.shard.object_selector if direct else ""
         informer = self.informers.of(resource, label_selector=selector)
-        informer.add_handler(functools.partial(self._on_object, gvk, direct))
+        informer.add_handler(lambda kind, obj: self.kind_changes.emit(KindChange(gvk, Change(kind, obj))))
         self.kinds[gvk] = (informer, resource)
         self.manager_resources[gvk], self.owners[gvk] = resource, informer
         if direct:
@@ -218,69 +215,6 @@ class ManagerGeneration:
         """The workers as the dispatch code sees them (``clusters.worker.Worker``), by MultiKueueCluster name."""
         return {name: connection.worker for name, connection in self.cluster_reconciler.connections.items()}
 
-    # ------------------------------------------------------------------------- what each event enqueues
-
-    def _on_workload(self, kind: str, obj: Object) -> None:
-        if kind == DELETED:
-            self.workload_reconciler.remember_deleted(obj)
-        self.workload_controller.enqueue(ObjectKey.of(obj))
-
-    def _on_object(self, gvk: GroupVersionKind, direct: bool, kind: str, obj: Object, *, observe: bool = True) -> None:
-        """A manager object of a configured kind: placed itself in Direct mode, else its Workload looked at."""
-        if direct:
-            if observe:
-                self.direct_reconciler.observe(gvk, kind, obj)
-            self.direct_controller.enqueue((gvk, ObjectKey.of(obj)))
-            return
-        for workload in self.manager_workloads.by_index(owners.BY_OWNER_UID, obj["metadata"].get("uid", "")):
-            self.workload_controller.enqueue(workload)
-
-    def _on_worker_change(self, cluster: str, key: ObjectKey) -> None:
-        """Bursts from workers coalesce over the batch period."""
-        self.workload_controller.queue.add_after(key, self.config.dispatcher.events_batch_period)
-
-    def _on_worker_object(self, cluster: str, gvk: GroupVersionKind, key: ObjectKey) -> None:
-        if gvk in self.direct_kinds:
-            self.direct_controller.queue.add_after((gvk, key), self.config.dispatcher.events_batch_period)
-
-    def _all_checks(self) -> None:
-        for name in self.check_reconciler.ours():
-            self.check_controller.enqueue(name)
-
-    def _on_cluster(self, kind: str, obj: Object) -> None:
-        self.cluster_controller.enqueue(obj["metadata"]["name"])
-        self._all_checks()
-        for gvk in self.direct_reconciler.waiting:  # a worker's labels may now fit runs that wait for one
-            self.direct_reconciler.wake(gvk)
-
-    def _on_secret(self, kind: str, obj: Object) -> None:
-        for name in self.cluster_reconciler.clusters_using_secret(obj["metadata"]["name"]):
-            self.cluster_controller.enqueue(name)
-
-    def _on_profile(self, kind: str, obj: Object | None) -> None:
-        name = obj["metadata"]["name"] if obj is not None else None
-        for cluster in self.cluster_reconciler.clusters_using_profile(name):
-            self.cluster_controller.enqueue(cluster)
-
-    def _on_config(self, kind: str, obj: Object) -> None:
-        self._all_checks()
-        for workload in self.manager_workloads.items():  # clusters of a config changed: look at every Workload
-            self.workload_controller.enqueue(ObjectKey.of(workload))
-
-    def _connection_changed(self, name: str) -> None:
-        self.cluster_controller.enqueue(name)  # every failed retry updates the condition's attempt count
-        connection = self.cluster_reconciler.connections.get(name)
-        state = (connection.connected if connection else False, frozenset(connection.resources if connection else ()),
-                 self.cluster_reconciler.settled(name))  # fmt: skip
-        if self._was_connected.get(name) == state:
-            return
-        self._was_connected[name] = state
-        for gvk, (informer, _) in self.direct_kinds.items():  # a worker (or a kind on it) came or went
-            for obj in informer.items():
-                self.direct_controller.enqueue((gvk, ObjectKey.of(obj)))
-        for workload in self.manager_workloads.items():
-            self.workload_controller.enqueue(ObjectKey.of(workload))
-
     # ------------------------------------------------------------------------- the manager's schemas
 
     async def _schemas_changed(self, group_versions: set[str]) -> None:
@@ -295,9 +229,8 @@ class ManagerGeneration:
             forgot = [r.mirror.forget_kind(gvk) for r in (self.workload_reconciler, self.direct_reconciler)]
             if any(forgot):  # both forget, not only the first
                 log.info("the kind's schema changed on the manager: dropped status fields tried again", kind=str(gvk))
-                direct = gvk in self.direct_kinds
-                for obj in self.kinds[gvk][0].items():
-                    self._on_object(gvk, direct, "", obj, observe=False)
+                for obj in self.kinds[gvk][0].items():  # every object of the kind looked at again
+                    self.kind_changes.emit(KindChange(gvk, Change("", obj)))
 
     async def _say_schema_problems(self) -> None:
         """What the manager's schemas make impossible (a managedByPath they drop), where the configuration is."""

@@ -9,6 +9,7 @@ from multikueue.kube.addresses import ADMISSION_CHECKS, KUEUE
 from multikueue.kube.resources import Objects
 from multikueue.runtime.controller import Result
 from multikueue.runtime.informer import Informer, ObjectKey
+from multikueue.runtime.watches import Watch
 
 ACTIVE = "Active"
 Object = dict[str, Any]
@@ -71,6 +72,13 @@ class AdmissionCheckReconciler:
         self.checks = checks
         self.configs = configs
         self.clusters = clusters
+
+    def watches(self) -> list[Watch[str]]:
+        return [
+            Watch("AdmissionChecks", self.checks, lambda c: [c.obj["metadata"]["name"]]),
+            Watch("MultiKueueConfigs (any change): this controller's checks", self.configs, lambda _: self.ours()),
+            Watch("MultiKueueClusters (any change): this controller's checks", self.clusters, lambda _: self.ours()),
+        ]
 
     def ours(self) -> list[str]:
         return [c["metadata"]["name"] for c in self.checks.items() if self._is_ours(c)]

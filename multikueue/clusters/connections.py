@@ -201,9 +201,9 @@ class WorkerConnection:
         self.workloads = Informer(
             Objects(api, WORKLOADS).source(label_selector=self.selector),
             on_event=self._event_handler(workloads=True),
-            on_state=lambda _: self.on_state_change(),
             transform=specdigest.summarized,  # a copy's spec is only compared with the manager's
         )
+        self.workloads.connectivity.subscribe(lambda _: self.on_state_change())  # its watch up or down
         await task_group.start(self._run)
         assert self._informers is not None
         self._informers.start_soon(self.workloads.run)

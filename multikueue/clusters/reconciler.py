@@ -10,7 +10,6 @@ import base64
 import contextlib
 import datetime
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -20,17 +19,16 @@ from anyio.abc import TaskGroup
 from multikueue.clusters.connections import (
     ConnectionFailed,
     WorkerConnection,
-    WorkerEventHandler,
-    WorkerObjectHandler,
     fingerprint,
     retry_after,
 )
 from multikueue.clusters.profiles import BAD_CLUSTER_PROFILE, kubeconfig_from_profile, profile_name
 from multikueue.clusters.renewer import TokenRenewer
+from multikueue.clusters.signals import WorkerSignals
 from multikueue.clusters.worker_kubeconfig import BAD_KUBECONFIG, KubeconfigRejected, validate_kubeconfig
 from multikueue.config import Configuration
 from multikueue.kube import conditions
-from multikueue.kube.addresses import CLUSTER_PROFILES, MULTIKUEUE_CLUSTERS
+from multikueue.kube.addresses import CLUSTER_PROFILES, MULTIKUEUE_CLUSTERS, GroupVersionKind
 from multikueue.kube.discovery import KIND_RETRY_SECONDS
 from multikueue.kube.errors import NotFound, describe
 from multikueue.kube.resources import Objects
@@ -38,6 +36,7 @@ from multikueue.labels import CREDENTIALS_EXPIRY_ANNOTATION, WORKER_IDENTITY_ANN
 from multikueue.metrics import Metrics
 from multikueue.runtime.controller import Result
 from multikueue.runtime.informer import Informer, ObjectKey
+from multikueue.runtime.watches import Watch
 
 ACTIVE = "Active"
 SECRET_KEY = "kubeconfig"
@@ -86,9 +85,6 @@ class ClusterReconciler:
         secrets: Informer,
         task_group: TaskGroup,
         *,
-        on_connection_change: Callable[[str], None],
-        on_worker_event: WorkerEventHandler | None = None,
-        on_worker_object: WorkerObjectHandler | None = None,
         temp_dir: Path | None = None,
         metrics: Metrics | None = None,
         profiles: Informer | None = None,
@@ -100,9 +96,9 @@ class ClusterReconciler:
         self.secrets = secrets
         self.profiles = profiles  # the ClusterProfiles of the config namespace; watched only with access providers
         self.task_group = task_group
-        self.on_connection_change = on_connection_change
-        self.on_worker_event = on_worker_event
-        self.on_worker_object = on_worker_object
+        self.signals = WorkerSignals()  # what the dispatch controllers watch of the workers
+        # Last (connected, kinds served, settled) per worker: ``signals.changed`` only when that changes.
+        self._was: dict[str, tuple[bool, frozenset[GroupVersionKind], bool]] = {}
         self.temp_dir = temp_dir
         self.metrics = metrics
         self.connections: dict[str, WorkerConnection] = {}
@@ -124,6 +120,33 @@ class ClusterReconciler:
             if (named := profile_name(c)) is not None and profile in (None, named)
         ]
 
+    def watches(self) -> list[Watch[str]]:
+        found = [
+            Watch("MultiKueueClusters", self.clusters, lambda c: [c.obj["metadata"]["name"]]),
+            Watch("kubeconfig Secrets (dispatcher.namespace)", self.secrets,
+                  lambda c: self.clusters_using_secret(c.obj["metadata"]["name"])),
+            Watch("its worker connection's attempts", self.signals.attempted, lambda name: [name]),
+        ]  # fmt: skip
+        if self.profiles is not None:  # watched only with access providers configured
+            found += [
+                Watch("ClusterProfiles (dispatcher.namespace)", self.profiles,
+                      lambda c: self.clusters_using_profile(c.obj["metadata"]["name"])),
+                Watch("ClusterProfiles listed at last (their CRD installed)", self.profiles.connectivity,
+                      lambda _: self.clusters_using_profile()),
+            ]  # fmt: skip
+        return found
+
+    def _connection_changed(self, name: str) -> None:
+        """An attempt made (the condition's attempt count), and, when the worker's state changed, ``changed``:
+        the runs that wait on a worker, or on a kind on it, are looked at again."""
+        self.signals.attempted.emit(name)
+        connection = self.connections.get(name)
+        state = (connection.connected if connection else False, frozenset(connection.resources if connection else ()),
+                 self.settled(name))  # fmt: skip
+        if self._was.get(name) != state:
+            self._was[name] = state
+            self.signals.changed.emit(name)
+
     def settled(self, name: str) -> bool:
         """Whether the cluster's state is known: it was tried (connected or not), or there is no such cluster. A
         replica that just took over must not read "not connected yet" as "holds nothing"."""
@@ -143,7 +166,7 @@ class ClusterReconciler:
                 self.tried.add(name)
                 # Its first attempt has ended, connected or not: the runs that waited to know whether it holds them
                 # (a replica that took over) are looked at again.
-                self.on_connection_change(name)
+                self._connection_changed(name)
 
     async def _reconcile(self, name: str) -> Result:
         cluster = self.clusters.get(ObjectKey("", name))
@@ -191,7 +214,7 @@ class ClusterReconciler:
             before = set(connection.resources)
             await connection.refresh_kinds()
             if set(connection.resources) != before:
-                self.on_connection_change(name)  # a kind became available: waiting Workloads may now go there
+                self._connection_changed(name)  # a kind became available: waiting Workloads may now go there
         await self._set_active(cluster, True, "Active", _connected_message(connection, renewal.problem))
         retries = [
             t for t in (KIND_RETRY_SECONDS if connection.kind_errors else None, renewal.next_check) if t is not None
@@ -213,7 +236,7 @@ class ClusterReconciler:
             await connection.close()
             await self._set_active(cluster, False, *refused)
             return Result(requeue_after=retry_after(7))  # looked at again if the cause goes away
-        self.on_connection_change(name)
+        self._connection_changed(name)
         return cluster
 
     def _new_connection(self, name: str, kubeconfig: Object) -> WorkerConnection:
@@ -230,9 +253,9 @@ class ClusterReconciler:
             qps=worker_client.qps,
             burst=worker_client.burst,
             max_connections=worker_client.max_connections,
-            on_state_change=lambda: self.on_connection_change(name),
-            on_worker_event=self.on_worker_event,
-            on_worker_object=self.on_worker_object,
+            on_state_change=lambda: self._connection_changed(name),
+            on_worker_event=lambda worker, key: self.signals.workload.emit((worker, key)),
+            on_worker_object=lambda worker, gvk, key: self.signals.object.emit((worker, gvk, key)),
             on_api_request=on_request,
             on_api_error=on_error,
             temp_dir=self.temp_dir,
@@ -267,7 +290,7 @@ class ClusterReconciler:
         await self.drop(name)
         self.connections[name] = candidate
         await self._record_identity(cluster, candidate)  # the next pass reads the MultiKueueCluster afresh
-        self.on_connection_change(name)
+        self._connection_changed(name)
         return None
 
     def _identity_problem(
@@ -347,7 +370,7 @@ class ClusterReconciler:
         connection = self.connections.pop(name, None)
         if connection is not None:
             await connection.close()
-            self.on_connection_change(name)
+            self._connection_changed(name)
 
     async def close(self) -> None:
         for name in list(self.connections):

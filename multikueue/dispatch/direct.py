@@ -26,6 +26,7 @@ from typing import Any
 import anyio
 import structlog
 
+from multikueue.clusters.signals import WorkerSignals
 from multikueue.clusters.worker import Worker
 from multikueue.config import Configuration
 from multikueue.dispatch import copies
@@ -43,6 +44,8 @@ from multikueue.labels import PLACEMENT_AVOID, PLACEMENT_PHASE, PLACEMENT_RECORD
 from multikueue.metrics import Metrics
 from multikueue.runtime.controller import Result
 from multikueue.runtime.informer import DELETED, Informer, ObjectKey
+from multikueue.runtime.signal import Signal
+from multikueue.runtime.watches import KindChange, Watch
 from multikueue.selectors import parse as parse_selector
 
 log = structlog.get_logger(__name__)
@@ -139,6 +142,29 @@ class DirectReconciler:
         if kind != DELETED and notes.get(PLACEMENT_PHASE) == PLACED and notes.get(PLACEMENT_WORKER):
             placed[key] = notes[PLACEMENT_WORKER]
             load[notes[PLACEMENT_WORKER]] += 1
+
+    def watches(self, kinds: Signal[KindChange], workers: WorkerSignals) -> list[Watch[DirectKey]]:
+        """What brings a Direct-mode object to this controller (``kinds``: the configured kinds' manager objects)."""
+        batch = lambda: self.config.dispatcher.events_batch_period  # noqa: E731 - read at each event
+        return [
+            Watch("Direct-mode objects on the manager", kinds, self._own, record=self._observe),
+            Watch("their copies on workers (same namespace/name), batched over eventsBatchPeriod", workers.object,
+                  lambda e: [(e[1], e[2])] if e[1] in self.kinds else [], delay=batch),
+            Watch("a worker, or a kind on it, coming or going: every object", workers.changed,
+                  lambda _: self._every()),
+            Watch("MultiKueueClusters (a worker's labels may now fit a waiting run)", self.clusters,
+                  lambda _: [(gvk, key) for gvk, keys in self.waiting.items() for key in keys]),
+        ]  # fmt: skip
+
+    def _own(self, event: KindChange) -> list[DirectKey]:
+        return [(event.gvk, ObjectKey.of(event.change.obj))] if event.gvk in self.adapters else []
+
+    def _observe(self, event: KindChange) -> None:
+        if event.gvk in self.adapters:
+            self.observe(event.gvk, event.change.type, event.change.obj)
+
+    def _every(self) -> list[DirectKey]:
+        return [(gvk, ObjectKey.of(obj)) for gvk, (informer, _) in self.kinds.items() for obj in informer.items()]
 
     def wake(self, gvk: GroupVersionKind) -> None:
         """Capacity freed or a worker changed: the objects waiting for a worker get another look."""

@@ -16,6 +16,7 @@ from typing import Any
 
 import structlog
 
+from multikueue.clusters.signals import WorkerSignals
 from multikueue.clusters.worker import Worker
 from multikueue.config import Configuration
 from multikueue.dispatch import copies, decision
@@ -33,8 +34,11 @@ from multikueue.kube.errors import Conflict
 from multikueue.kube.resources import Objects
 from multikueue.labels import prebuilt_workload_of
 from multikueue.metrics import Metrics
+from multikueue.owners import BY_OWNER_UID
 from multikueue.runtime.controller import Result
-from multikueue.runtime.informer import Informer, ObjectKey
+from multikueue.runtime.informer import DELETED, Informer, ObjectKey
+from multikueue.runtime.signal import Signal
+from multikueue.runtime.watches import Change, KindChange, Watch
 
 log = structlog.get_logger(__name__)
 Object = dict[str, Any]
@@ -110,6 +114,31 @@ class WorkloadReconciler:
 
     def remember_deleted(self, obj: Object) -> None:
         self.deleted[ObjectKey.of(obj)] = obj
+
+    def watches(self, kinds: Signal[KindChange], workers: WorkerSignals) -> list[Watch[ObjectKey]]:
+        """What brings a manager Workload to this controller (``kinds``: the configured kinds' manager objects)."""
+        batch = lambda: self.config.dispatcher.events_batch_period  # noqa: E731 - read at each event (a reload)
+        return [
+            Watch("manager Workloads", self.workloads, lambda c: [ObjectKey.of(c.obj)], record=self._record),
+            Watch("its owner object changing (a cancel to carry over)", kinds, self._owned_workloads),
+            Watch("MultiKueueConfigs (their clusters): every Workload", self.configs, lambda _: self._every()),
+            Watch("worker Workload copies and objects, batched over eventsBatchPeriod", workers.workload,
+                  lambda e: [e[1]], delay=batch),
+            Watch("a worker, or a kind on it, coming or going: every Workload", workers.changed,
+                  lambda _: self._every()),
+        ]  # fmt: skip
+
+    def _record(self, change: Change) -> None:
+        if change.type == DELETED:
+            self.remember_deleted(change.obj)
+
+    def _owned_workloads(self, event: KindChange) -> list[ObjectKey]:
+        if self.config.adapter(event.gvk).mode == "Direct":
+            return []
+        return self.workloads.by_index(BY_OWNER_UID, event.change.obj["metadata"].get("uid", ""))
+
+    def _every(self) -> list[ObjectKey]:
+        return [ObjectKey.of(workload) for workload in self.workloads.items()]
 
     # ----------------------------------------------------------------------------------------- entry
 

@@ -22,6 +22,7 @@ import anyio
 import structlog
 
 from multikueue.kube.errors import ApiError, Busy, Gone, KubeError, Refused, describe
+from multikueue.runtime.signal import Signal
 from multikueue.runtime.workqueue import Backoff
 
 Object = dict[str, Any]
@@ -93,7 +94,6 @@ class Informer:
         source: ListWatchSource,
         *,
         on_event: EventHandler | None = None,
-        on_state: Callable[[bool], None] | None = None,
         watch_timeout: int = 300,
         page_size: int = 500,
         backoff: Backoff = _RETRY,
@@ -106,7 +106,7 @@ class Informer:
         # of a part the owner only compares. Handlers and readers see the transformed object.
         self.transform = transform
         self.handlers: list[EventHandler] = [on_event] if on_event is not None else []
-        self.on_state = on_state
+        self.connectivity: Signal[bool] = Signal("informer connected (listed) or disconnected")
         self.watch_timeout = watch_timeout
         self.page_size = page_size
         self.backoff = backoff
@@ -344,8 +344,7 @@ class Informer:
             self.connected = True
             self.disconnected_since = None
             self.last_error = None
-            if self.on_state is not None:
-                self.on_state(True)
+            self.connectivity.emit(True)
 
     def _failed(self, error: BaseException) -> None:
         if self.connected or self.disconnected_since is None:
@@ -353,8 +352,7 @@ class Informer:
         self.connected = False
         self.last_error = error
         self.failures += 1
-        if self.on_state is not None:
-            self.on_state(False)
+        self.connectivity.emit(False)
         log.warning("list/watch failed", source=self.source.description, error=describe(error))
 
     def _jittered_timeout(self) -> int:

@@ -197,8 +197,7 @@ async def test_a_profile_reached_worker_is_not_judged_before_the_profiles_are_li
             with anyio.fail_after(30):
                 await cache.synced.wait()
             secrets = Informer(core.secret_source(manager_api, namespace))
-            reconciler = ClusterReconciler(config, clusters, cache, secrets, tg, on_connection_change=lambda _: None,
-                                           profiles=profiles)  # fmt: skip
+            reconciler = ClusterReconciler(config, clusters, cache, secrets, tg, profiles=profiles)
             result = await reconciler.reconcile(name)
             assert result.requeue_after == PROFILES_LISTING_RETRY
             assert not reconciler.settled(name)

@@ -14,6 +14,7 @@ from multikueue.kube.client import ApiClient
 from multikueue.kube.kubeconfig import ClusterAccess
 from multikueue.metrics import Metrics
 from multikueue.runtime.informer import ADDED, Informer, ObjectKey
+from multikueue.runtime.watches import Change, KindChange
 from multikueue.runtime.workqueue import WorkQueue
 
 PIPELINERUN = GroupVersionKind("tekton.dev", "v1", "PipelineRun")
@@ -34,12 +35,17 @@ def deliver(informer: Informer, kind: str, obj: dict[str, Any]) -> None:
         handler(kind, obj)
 
 
+async def next_key(queue: WorkQueue[Any]) -> Any:
+    key = await queue.get()
+    queue.done(key)
+    return key
+
+
 async def drain(queue: WorkQueue[Any]) -> list[Any]:
+    """The keys queued now (not the delayed ones)."""
     keys = []
     while len(queue):
-        key = await queue.get()
-        queue.done(key)
-        keys.append(key)
+        keys.append(await next_key(queue))
     return keys
 
 
@@ -81,4 +87,39 @@ async def test_a_generation_is_built_whole_and_routes_each_event_to_the_controll
         deliver(g.informers.of(ADMISSION_CHECKS), ADDED, meta("check", None))
         assert await drain(g.check_controller.queue) == ["check"]
         assert told == []
+        tg.cancel_scope.cancel()
+
+
+async def test_worker_signals_and_a_kind_looked_at_again_reach_the_dispatch_controllers() -> None:
+    async with anyio.create_task_group() as tg:
+
+        async def warn(reason: str, message: str) -> None:
+            raise AssertionError(message)
+
+        g = ManagerGeneration(
+            ApiClient(ClusterAccess(server="http://127.0.0.1:1")), parse_configuration(CONFIG), SERVED, tg,
+            metrics=Metrics(), temp_dir=None, warn=warn,
+        )  # fmt: skip
+        workload, run = meta("wl-1"), meta("js-1")
+        g.informers.of(WORKLOADS).store[ObjectKey.of(workload)] = workload
+        g.direct_kinds[JOBSET][0].store[ObjectKey.of(run)] = run
+        workers = g.cluster_reconciler.signals
+
+        # A worker coming or going: every Workload and every Direct-mode object looked at again.
+        workers.changed.emit("worker1")
+        assert await drain(g.workload_controller.queue) == [ObjectKey("ns", "wl-1")]
+        assert await drain(g.direct_controller.queue) == [(JOBSET, ObjectKey("ns", "js-1"))]
+
+        # A worker's copies: after the batch period, to the controller of their mode only.
+        workers.workload.emit(("worker1", ObjectKey("ns", "wl-1")))
+        workers.object.emit(("worker1", JOBSET, ObjectKey("ns", "js-1")))
+        workers.object.emit(("worker1", PIPELINERUN, ObjectKey("ns", "pr-1")))  # a Kueue-mode kind: not Direct's
+        with anyio.fail_after(5):
+            assert await next_key(g.workload_controller.queue) == ObjectKey("ns", "wl-1")
+            assert await next_key(g.direct_controller.queue) == (JOBSET, ObjectKey("ns", "js-1"))
+            assert await drain(g.direct_controller.queue) == []
+
+        # Every object of a kind looked at again (its schema changed on the manager): a Direct one is its own key.
+        g.kind_changes.emit(KindChange(JOBSET, Change("", run)))
+        assert await drain(g.direct_controller.queue) == [(JOBSET, ObjectKey("ns", "js-1"))]
         tg.cancel_scope.cancel()
