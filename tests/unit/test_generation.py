@@ -13,7 +13,7 @@ from multikueue.kube.addresses import ADMISSION_CHECKS, MULTIKUEUE_CLUSTERS, WOR
 from multikueue.kube.client import ApiClient
 from multikueue.kube.kubeconfig import ClusterAccess
 from multikueue.metrics import Metrics
-from multikueue.runtime.informer import ADDED, Informer, ObjectKey
+from multikueue.runtime.informer import ADDED, DELETED, Informer, ObjectKey
 from multikueue.runtime.watches import Change, KindChange
 from multikueue.runtime.workqueue import WorkQueue
 
@@ -122,4 +122,28 @@ async def test_worker_signals_and_a_kind_looked_at_again_reach_the_dispatch_cont
         # Every object of a kind looked at again (its schema changed on the manager): a Direct one is its own key.
         g.kind_changes.emit(KindChange(JOBSET, Change("", run)))
         assert await drain(g.direct_controller.queue) == [(JOBSET, ObjectKey("ns", "js-1"))]
+        tg.cancel_scope.cancel()
+
+
+async def test_a_workers_state_is_told_once_per_change_and_a_deleted_workload_is_remembered() -> None:
+    async with anyio.create_task_group() as tg:
+
+        async def warn(reason: str, message: str) -> None:
+            raise AssertionError(message)
+
+        g = ManagerGeneration(
+            ApiClient(ClusterAccess(server="http://127.0.0.1:1")), parse_configuration(CONFIG), SERVED, tg,
+            metrics=Metrics(), temp_dir=None, warn=warn,
+        )  # fmt: skip
+        changed: list[str] = []
+        g.cluster_reconciler.signals.changed.subscribe(changed.append)
+        for _ in range(2):  # two attempts, the same state (not connected, not settled): one change told
+            g.cluster_reconciler._connection_changed("worker1")
+        assert changed == ["worker1"]
+        assert await drain(g.cluster_controller.queue) == ["worker1"], "each attempt looks at the cluster"
+
+        gone = meta("wl-gone")
+        deliver(g.informers.of(WORKLOADS), DELETED, gone)
+        assert g.workload_reconciler.deleted == {ObjectKey("ns", "wl-gone"): gone}, "kept before its key is queued"
+        assert await drain(g.workload_controller.queue) == [ObjectKey("ns", "wl-gone")]
         tg.cancel_scope.cancel()
