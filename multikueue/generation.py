@@ -23,7 +23,7 @@ from multikueue.clusters.worker import Worker
 from multikueue.config import Configuration
 from multikueue.dispatch.direct import DirectKey, DirectReconciler, waits_for_a_fit
 from multikueue.dispatch.reconciler import WorkloadReconciler
-from multikueue.integration.reconciler import IntegrationController
+from multikueue.integration.reconciler import IntegrationKey, IntegrationReconciler
 from multikueue.kube import core, openapi
 from multikueue.kube.addresses import (
     ADMISSION_CHECKS,
@@ -55,17 +55,44 @@ Served = dict[GroupVersionKind, Resource]
 
 
 async def discover_kinds(api: ApiClient, gvks: Iterable[GroupVersionKind]) -> tuple[Served, list[GroupVersionKind]]:
-    """The resource of each configured kind the manager serves, and the kinds it does not serve yet."""
+    """The resource of each kind the cluster serves, and the kinds it does not serve yet."""
     served: Served = {}
     missing: list[GroupVersionKind] = []
     for gvk in gvks:
         try:
             served[gvk] = await discover_resource(api, gvk)
         except (KindUnavailable, ApiError) as e:
-            log.warning("kind not served by the manager yet; looked for again periodically", kind=str(gvk),
-                        error=str(e))  # fmt: skip
+            log.warning("kind not served yet; looked for again periodically", kind=str(gvk), error=str(e))
             missing.append(gvk)
     return served, missing
+
+
+class ServedKinds:
+    """The configured kinds a cluster serves, each watched by one shared informer, and their events from one source
+    (``changes``). A kind served late (its CRD installed after start) joins every view when found: no restart."""
+
+    def __init__(self, informers: SharedInformers, selector_of: Callable[[GroupVersionKind], str]) -> None:
+        self.informers = informers
+        self.selector_of = selector_of  # the label selector a kind's informer lists with
+        self.all: Kinds = {}
+        self.changes: Signal[KindChange] = Signal("an object of a configured kind")
+        self._views: list[tuple[frozenset[GroupVersionKind], Kinds]] = []
+
+    def view(self, gvks: Iterable[GroupVersionKind]) -> Kinds:
+        """The served kinds among ``gvks``: a dict a reconciler holds, kept up to date as kinds are served."""
+        wanted = frozenset(gvks)
+        kinds = {gvk: found for gvk, found in self.all.items() if gvk in wanted}
+        self._views.append((wanted, kinds))
+        return kinds
+
+    def serve(self, gvk: GroupVersionKind, resource: Resource) -> Informer:
+        informer = self.informers.of(resource, label_selector=self.selector_of(gvk))
+        informer.add_handler(lambda kind, obj: self.changes.emit(KindChange(gvk, Change(kind, obj))))
+        self.all[gvk] = (informer, resource)
+        for wanted, kinds in self._views:
+            if gvk in wanted:
+                kinds[gvk] = (informer, resource)
+        return informer
 
 
 class ManagerGeneration:
@@ -100,17 +127,12 @@ class ManagerGeneration:
         )
         # One informer per manager resource, shared by the dispatcher and the integration (one cache, one watch).
         self.informers = SharedInformers(api)
-        # The kinds the manager serves, with their informers; the reconcilers share these dicts, so a kind whose
-        # CRD appears after start (found by ``discover_later``) reaches them without a restart.
-        self.kinds: Kinds = {}
-        self.direct_kinds: Kinds = {}
-        self.manager_resources: dict[GroupVersionKind, Resource] = {}
+        # The configured kinds the manager serves, with their informers, and their events (``kinds.changes``).
+        self.kinds = ServedKinds(self.informers, self._selector_of)
+        self.direct_kinds = self.kinds.view(g for g in config.multi_kueue.gvks if config.adapter(g).mode == "Direct")
+        self.manager_resources: dict[GroupVersionKind, Resource] = {}  # others are discovered on first use
         self.owners: dict[GroupVersionKind, Informer] = {}
         self._schema_digests: dict[GroupVersionKind, str] = {}  # each kind's published schema, as last seen
-        # Every configured kind's manager events, one source for the controllers that watch them (a kind served
-        # late joins it).
-        self.kind_changes: Signal[KindChange] = Signal("an object of a configured kind on the manager")
-        self.integration = IntegrationController(config, api, self.informers, observe=metrics)
 
         clusters = self.informers.of(MULTIKUEUE_CLUSTERS)
         checks = self.informers.of(ADMISSION_CHECKS)
@@ -139,13 +161,19 @@ class ManagerGeneration:
         )  # fmt: skip
         self.direct_reconciler = DirectReconciler(config, api, self.direct_kinds, clusters, self._connections,
                                                   self.direct_controller.enqueue, metrics)  # fmt: skip
-        workers = self.cluster_reconciler.signals
+        self.integration, self.integration_controller = _integration(api, config, self.kinds, self.manager_workloads,
+                                                                     metrics)  # fmt: skip
+        workers, changes = self.cluster_reconciler.signals, self.kinds.changes
         install(self.cluster_controller, self.cluster_reconciler.watches())
         install(self.check_controller, self.check_reconciler.watches())
-        install(self.workload_controller, self.workload_reconciler.watches(self.kind_changes, workers))
-        install(self.direct_controller, self.direct_reconciler.watches(self.kind_changes, workers))
+        install(self.workload_controller, self.workload_reconciler.watches(changes, workers))
+        install(self.direct_controller, self.direct_reconciler.watches(changes, workers))
         for gvk, resource in served.items():
             self._watch_kind(gvk, resource)
+
+    def _selector_of(self, gvk: GroupVersionKind) -> str:
+        """A shard's Direct-mode objects are selected by the API server: the others are not even cached here."""
+        return self.config.dispatcher.shard.object_selector if self.config.adapter(gvk).mode == "Direct" else ""
 
     def _profiles(self, namespace: str) -> Informer | None:
         """The ClusterProfiles of the configuration's namespace, read only when access is configured (as Kueue)."""
@@ -158,15 +186,8 @@ class ManagerGeneration:
         """Every configured kind is watched on the manager: owners are read from this cache, not fetched on every
         reconcile; a change to an owner (a cancel to carry over) reaches its Workload at once; and in Direct mode
         the objects themselves are what this controller places."""
-        direct = self.config.adapter(gvk).mode == "Direct"
-        # A shard's Direct-mode objects are selected by the API server: the others are not even cached here.
-        selector = self.config.dispatcher.shard.object_selector if direct else ""
-        informer = self.informers.of(resource, label_selector=selector)
-        informer.add_handler(lambda kind, obj: self.kind_changes.emit(KindChange(gvk, Change(kind, obj))))
-        self.kinds[gvk] = (informer, resource)
-        self.manager_resources[gvk], self.owners[gvk] = resource, informer
-        if direct:
-            self.direct_kinds[gvk] = (informer, resource)
+        self.owners[gvk] = self.kinds.serve(gvk, resource)
+        self.manager_resources[gvk] = resource
 
     async def start(self, missing: list[GroupVersionKind]) -> None:
         """Start every informer and controller in the generation's task group; return once the caches are synced
@@ -188,8 +209,8 @@ class ManagerGeneration:
                 self.informers.start(tg)
 
             tg.start_soon(discover_later, self.api, missing, served)
-        tg.start_soon(self.integration.run)
-        await self.integration.started.wait()
+        if config.integrations:
+            tg.start_soon(self.integration_controller.run)
         tg.start_soon(self.cluster_controller.run)
         tg.start_soon(self.check_controller.run)
         tg.start_soon(self.workload_controller.run)
@@ -221,7 +242,7 @@ class ManagerGeneration:
         """A configured kind's published schema changed on the manager (its CRD upgraded): status fields it once
         dropped are mirrored again, for every object of the kind. Another kind's change in the same group version
         changes nothing."""
-        kinds = [g for g in self.kinds if openapi.group_version_path(g.group, g.version) in group_versions]
+        kinds = [g for g in self.kinds.all if openapi.group_version_path(g.group, g.version) in group_versions]
         for gvk, schema in (await published_kinds(self.api, kinds)).items():
             if self._schema_digests.get(gvk) == schema.digest:
                 continue
@@ -229,8 +250,8 @@ class ManagerGeneration:
             forgot = [r.mirror.forget_kind(gvk) for r in (self.workload_reconciler, self.direct_reconciler)]
             if any(forgot):  # both forget, not only the first
                 log.info("the kind's schema changed on the manager: dropped status fields tried again", kind=str(gvk))
-                for obj in self.kinds[gvk][0].items():  # every object of the kind looked at again
-                    self.kind_changes.emit(KindChange(gvk, Change("", obj)))
+                for obj in self.kinds.all[gvk][0].items():  # every object of the kind looked at again
+                    self.kinds.changes.emit(KindChange(gvk, Change("", obj)))
 
     async def _say_schema_problems(self) -> None:
         """What the manager's schemas make impossible (a managedByPath they drop), where the configuration is."""
@@ -262,20 +283,48 @@ class ManagerGeneration:
         return await self.check_reconciler.reconcile(name)
 
 
+def _integration(api: ApiClient, config: Configuration, kinds: ServedKinds, workloads: Informer,
+                 metrics: Metrics) -> tuple[IntegrationReconciler, Controller[IntegrationKey]]:  # fmt: skip
+    """The integration's reconciler over the integrated kinds and its controller, wired when some kind is
+    integrated (else its watches would look at every Workload event for nothing)."""
+    reconciler = IntegrationReconciler(config, api, kinds.view(config.integrations), workloads)
+    controller: Controller[IntegrationKey] = Controller(
+        "multikueue_integration", reconciler.reconcile, concurrency=config.dispatcher.concurrency, observe=metrics
+    )
+    if config.integrations:
+        install(controller, reconciler.watches(kinds.changes))
+    return reconciler, controller
+
+
 class WorkerGeneration:
     """``--role worker``: only the integration, which adopts the Workloads MultiKueue prebuilds on this worker and
     releases each copy on admission (so workers need no per-kind Kueue integration)."""
 
-    def __init__(self, api: ApiClient, config: Configuration, *, metrics: Metrics) -> None:
-        self.config = config
+    def __init__(self, api: ApiClient, config: Configuration, served: Served, *, metrics: Metrics) -> None:
+        self.api, self.config = api, config
         self.informers = SharedInformers(api)
-        self.integration = IntegrationController(config, api, self.informers, observe=metrics)
+        self.kinds = ServedKinds(self.informers, lambda _: "")
+        workloads = self.informers.of(WORKLOADS)
+        workloads.add_indexes(owners.INDEXES)
+        self.integration, self.integration_controller = _integration(api, config, self.kinds, workloads, metrics)
+        for gvk, resource in served.items():
+            self.kinds.serve(gvk, resource)
 
-    async def start(self, task_group: anyio.abc.TaskGroup) -> None:
+    async def start(self, task_group: anyio.abc.TaskGroup, missing: list[GroupVersionKind]) -> None:
         if not self.config.integrations:
             log.warning("role worker, but no adapter has an integration section: nothing to do")
-        task_group.start_soon(self.integration.run)
-        await self.integration.started.wait()
+            return
+        self.informers.start(task_group)
+        await self.informers.synced()
+        task_group.start_soon(self.integration_controller.run)
+        if missing:  # a CRD installed after start: its objects are integrated from then on, no restart
+
+            def served(gvk: GroupVersionKind, resource: Resource) -> None:
+                self.kinds.serve(gvk, resource)
+                self.informers.start(task_group)
+
+            task_group.start_soon(discover_later, self.api, missing, served)
+        log.info("integration started", kinds=[str(g) for g in self.kinds.all])
 
 
 Generation = ManagerGeneration | WorkerGeneration
@@ -320,8 +369,9 @@ async def serve_worker(
     task_status: anyio.abc.TaskStatus[WorkerGeneration] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Build and run one worker generation until cancelled."""
-    generation = WorkerGeneration(api, config, metrics=metrics)
+    served, missing = await discover_kinds(api, config.integrations)
+    generation = WorkerGeneration(api, config, served, metrics=metrics)
     async with anyio.create_task_group() as tg:
-        await generation.start(tg)
+        await generation.start(tg, missing)
         task_status.started(generation)
         await anyio.sleep_forever()

@@ -25,7 +25,7 @@ from multikueue.metrics import Metrics
 from multikueue.reload import ConfigReloads, ConfigSource, StartupError, check_kinds
 
 if TYPE_CHECKING:
-    from multikueue.integration.reconciler import IntegrationController
+    from multikueue.integration.reconciler import IntegrationReconciler
     from multikueue.integration.webhook import WebhookServer
 
 log = structlog.get_logger(__name__)
@@ -107,7 +107,7 @@ class Process:
         return self._generation
 
     @property
-    def integration(self) -> IntegrationController:
+    def integration(self) -> IntegrationReconciler:
         """The running generation's integration, in either role; ``LookupError`` between generations."""
         if self._generation is None:
             raise LookupError("no generation is running")

@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-import anyio
 import structlog
 
 from multikueue import owners
@@ -29,17 +28,17 @@ from multikueue.integration.lifecycle import (
 from multikueue.kube import events
 from multikueue.kube.addresses import KUEUE, RESOURCE_FLAVORS, WORKLOADS, GroupVersionKind, Resource
 from multikueue.kube.client import ApiClient
-from multikueue.kube.discovery import KindUnavailable, discover_later, discover_resource
 from multikueue.kube.errors import ApiError, Conflict, NotFound, describe
 from multikueue.kube.resources import Objects
 from multikueue.labels import PRIORITY_CLASS_LABEL, RESOURCE_IN_USE_FINALIZER
-from multikueue.runtime.controller import Controller, ControllerObserver, Result
+from multikueue.runtime.controller import Result
 from multikueue.runtime.informer import DELETED, Informer, ObjectKey
-from multikueue.runtime.shared import SharedInformers
+from multikueue.runtime.signal import Signal
+from multikueue.runtime.watches import KindChange, Watch
 
 log = structlog.get_logger(__name__)
 Object = dict[str, Any]
-Key = tuple[GroupVersionKind, ObjectKey]
+IntegrationKey = tuple[GroupVersionKind, ObjectKey]
 
 WORKLOAD_PRIORITY_CLASSES = Resource(KUEUE, "v1beta2", "workloadpriorityclasses", "WorkloadPriorityClass",
                                      namespaced=False)  # fmt: skip
@@ -52,18 +51,30 @@ class IntegrationReconciler:
                  workload_informer: Informer) -> None:  # fmt: skip
         self.config = config
         self.api = api
-        self.kinds = kinds
+        self.kinds = kinds  # the integrated kinds served so far
+        self.integrated = frozenset(config.integrations)
         self.workload_informer = workload_informer
         self.workloads = Objects(api, WORKLOADS)
         self.priorities = Objects(api, WORKLOAD_PRIORITY_CLASSES)
         self.flavors = Objects(api, RESOURCE_FLAVORS)
-        self._said: dict[Key, str] = {}  # the last composition error said on an object: said once
-        self._awaiting: dict[ObjectKey, Key] = {}  # a prebuilt Workload not made yet -> the copy that names it
+        self._said: dict[IntegrationKey, str] = {}  # the last composition error said on an object: said once
+        self._awaiting: dict[
+            ObjectKey, IntegrationKey
+        ] = {}  # a prebuilt Workload not made yet -> the copy that names it
 
-    def keys_of(self, kind: str, workload: Object) -> list[Key]:
+    def watches(self, kinds: Signal[KindChange]) -> list[Watch[IntegrationKey]]:
+        """What brings an integrated object to this controller (``kinds``: the configured kinds' events)."""
+        return [
+            Watch("objects of integrated kinds", kinds,
+                  lambda e: [(e.gvk, ObjectKey.of(e.change.obj))] if e.gvk in self.integrated else []),
+            Watch("Workloads: the object controlling one, or a copy waiting for the prebuilt one it names",
+                  self.workload_informer, lambda c: self.keys_of(c.type, c.obj)),
+        ]  # fmt: skip
+
+    def keys_of(self, kind: str, workload: Object) -> list[IntegrationKey]:
         """The keys of the objects a Workload event concerns: its controller owner, and a copy waiting for it."""
         key = ObjectKey.of(workload)
-        keys: list[Key] = []
+        keys: list[IntegrationKey] = []
         if kind != DELETED and (waiting := self._awaiting.pop(key, None)) is not None:
             keys.append(waiting)  # the copy that was waiting for this prebuilt Workload: at once, not at the recheck
         for ref in owners.controller_refs(workload):
@@ -85,7 +96,7 @@ class IntegrationReconciler:
                 return self.workload_informer.get(key)
         return None
 
-    async def reconcile(self, key: Key) -> Result | None:
+    async def reconcile(self, key: IntegrationKey) -> Result | None:
         gvk, object_key = key
         informer, resource = self.kinds[gvk]
         obj = informer.get(object_key)
@@ -162,7 +173,7 @@ class IntegrationReconciler:
         else:
             raise AssertionError(f"unhandled step {step}")
 
-    async def _suspend_or_run(self, key: Key, resource: Resource, obj: Object, workload: Object | None,
+    async def _suspend_or_run(self, key: IntegrationKey, resource: Resource, obj: Object, workload: Object | None,
                               decision: Decision, integration: Integration) -> None:  # fmt: skip
         """HOLD, MARK_HELD, STOP or RUN in one write: the suspend field, and the pod templates (the admission merged
         into them on RUN, restored from the Workload when a running object is stopped or held)."""
@@ -189,7 +200,7 @@ class IntegrationReconciler:
         reasons = {Step.HOLD: "Suspended", Step.MARK_HELD: "Suspended", Step.STOP: "Stopped", Step.RUN: "Started"}
         await self._event(obj, "Normal", reasons[step], decision.why)
 
-    async def _say_once(self, key: Key, obj: Object, reason: str, message: str) -> None:
+    async def _say_once(self, key: IntegrationKey, obj: Object, reason: str, message: str) -> None:
         """A Warning on the object, not repeated while the same problem stays (retries would flood its Events)."""
         if self._said.get(key) != message:
             self._said[key] = message
@@ -266,70 +277,3 @@ class IntegrationReconciler:
     async def _event(self, obj: Object, type_: str, reason: str, message: str) -> None:
         await events.record(self.api, obj, type_=type_, reason=reason, message=message,
                             component=self.config.dispatcher.controller_name)  # fmt: skip
-
-
-class IntegrationController:
-    """The controller over the integrated kinds, reading them and the Workloads from the process's shared informers
-    (the webhook is served apart: every replica answers admission requests, while only the leader reconciles)."""
-
-    def __init__(self, config: Configuration, api: ApiClient, informers: SharedInformers, *,
-                 observe: ControllerObserver | None = None) -> None:  # fmt: skip
-        self.config = config
-        self.observe = observe
-        self.api = api
-        self.informers = informers
-        self.reconciler: IntegrationReconciler | None = None
-        self.started = anyio.Event()
-
-    async def run(self) -> None:
-        integrations = self.config.integrations
-        if not integrations:  # nothing to integrate: started, and idle
-            self.started.set()
-            return
-        controller: Controller[Key] = Controller("multikueue_integration", self._reconcile,
-                                                 concurrency=self.config.dispatcher.concurrency,
-                                                 observe=self.observe)  # fmt: skip
-        kinds: dict[GroupVersionKind, tuple[Informer, Resource]] = {}  # shared with the reconciler: kinds join late
-
-        def watch_kind(gvk: GroupVersionKind, resource: Resource) -> None:
-            def on_object(kind: str, obj: Object) -> None:
-                controller.enqueue((gvk, ObjectKey.of(obj)))
-
-            informer = self.informers.of(resource)
-            kinds[gvk] = (informer, resource)
-            informer.add_handler(on_object)
-
-        missing: list[GroupVersionKind] = []
-        for gvk in integrations:
-            try:
-                watch_kind(gvk, await discover_resource(self.api, gvk))
-            except (KindUnavailable, ApiError) as e:
-                log.warning("kind not served here yet; integrated once it is", kind=str(gvk), error=str(e))
-                missing.append(gvk)
-
-        def on_workload(kind: str, workload: Object) -> None:
-            if self.reconciler is not None:
-                for key in self.reconciler.keys_of(kind, workload):
-                    controller.enqueue(key)
-
-        workload_informer = self.informers.of(WORKLOADS)
-        workload_informer.add_indexes(owners.INDEXES)
-        self.reconciler = IntegrationReconciler(self.config, self.api, kinds, workload_informer)
-        workload_informer.add_handler(on_workload)
-        async with anyio.create_task_group() as tg:
-            self.informers.start(tg)
-            await self.informers.synced()
-            tg.start_soon(controller.run)
-            if missing:  # a CRD installed after start: its objects are integrated from then on, no restart
-
-                def served(gvk: GroupVersionKind, resource: Resource) -> None:
-                    watch_kind(gvk, resource)
-                    self.informers.start(tg)
-
-                tg.start_soon(discover_later, self.api, missing, served)
-            log.info("integration started", kinds=[str(g) for g in kinds])
-            self.started.set()
-
-    async def _reconcile(self, key: Key) -> Result | None:
-        assert self.reconciler is not None
-        return await self.reconciler.reconcile(key)

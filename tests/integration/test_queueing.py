@@ -598,10 +598,9 @@ async def test_multikueue_end_to_end_with_the_integration_on_the_manager_and_a_w
         assert _held(held)
         # One cache per resource: the integration reads the dispatcher's Workload and PipelineRun informers.
         assert s.manager is not None
-        reconciler = s.manager.generation.integration.reconciler
-        assert reconciler is not None
+        reconciler = s.manager.generation.integration
         assert reconciler.workload_informer is s.manager.generation.manager_workloads
-        assert reconciler.kinds[PR][0] is s.manager.generation.kinds[PR][0]
+        assert reconciler.kinds[PR][0] is s.manager.generation.kinds.all[PR][0]
         # MultiKueueClusters, AdmissionChecks, MultiKueueConfigs, Workloads, PipelineRuns: one each
         assert len(s.manager.generation.informers) == 5
 
@@ -701,8 +700,7 @@ async def test_a_kind_installed_after_start_is_integrated_without_a_restart(
     crd = widget_crd(strict_status=False, group=group, kind="Sprocket")
     try:
         async with _running(manager_api, _config(namespace, adapter)) as controller:
-            assert controller.integration.reconciler is not None
-            assert not controller.integration.reconciler.kinds  # not served at start
+            assert not controller.integration.kinds  # not served at start
             await crds.install_crds(manager_api, [crd])
             body = {"apiVersion": f"{group}/v1", "kind": "Sprocket",
                     "metadata": {"name": "s1", "labels": {QUEUE_NAME_LABEL: "user-queue"}},

@@ -3,12 +3,13 @@ the controller that owns it (the wiring, without an API server: nothing here is 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import anyio
 
 from multikueue.config import parse_configuration
-from multikueue.generation import ManagerGeneration
+from multikueue.generation import ManagerGeneration, WorkerGeneration
 from multikueue.kube.addresses import ADMISSION_CHECKS, MULTIKUEUE_CLUSTERS, WORKLOADS, GroupVersionKind, Resource
 from multikueue.kube.client import ApiClient
 from multikueue.kube.kubeconfig import ClusterAccess
@@ -66,7 +67,7 @@ async def test_a_generation_is_built_whole_and_routes_each_event_to_the_controll
         )  # fmt: skip
         # One shared informer per manager resource (clusters, checks, configs, Workloads, two kinds): no more.
         assert len(g.informers) == 6
-        assert set(g.kinds) == {PIPELINERUN, JOBSET}
+        assert set(g.kinds.all) == {PIPELINERUN, JOBSET}
         assert set(g.direct_kinds) == {JOBSET}
         assert g.direct_reconciler.kinds is g.direct_kinds  # a kind served later reaches the reconciler as well
 
@@ -77,7 +78,7 @@ async def test_a_generation_is_built_whole_and_routes_each_event_to_the_controll
         assert await drain(g.direct_controller.queue) == [(JOBSET, ObjectKey("ns", "js-1"))]
 
         # A Kueue-mode object concerns the Workloads it owns: none cached, so nothing to look at.
-        deliver(g.kinds[PIPELINERUN][0], ADDED, meta("pr-1"))
+        deliver(g.kinds.all[PIPELINERUN][0], ADDED, meta("pr-1"))
         assert await drain(g.workload_controller.queue) == []
         assert await drain(g.direct_controller.queue) == []
 
@@ -120,7 +121,7 @@ async def test_worker_signals_and_a_kind_looked_at_again_reach_the_dispatch_cont
             assert await drain(g.direct_controller.queue) == []
 
         # Every object of a kind looked at again (its schema changed on the manager): a Direct one is its own key.
-        g.kind_changes.emit(KindChange(JOBSET, Change("", run)))
+        g.kinds.changes.emit(KindChange(JOBSET, Change("", run)))
         assert await drain(g.direct_controller.queue) == [(JOBSET, ObjectKey("ns", "js-1"))]
         tg.cancel_scope.cancel()
 
@@ -146,4 +147,33 @@ async def test_a_workers_state_is_told_once_per_change_and_a_deleted_workload_is
         deliver(g.informers.of(WORKLOADS), DELETED, gone)
         assert g.workload_reconciler.deleted == {ObjectKey("ns", "wl-gone"): gone}, "kept before its key is queued"
         assert await drain(g.workload_controller.queue) == [ObjectKey("ns", "wl-gone")]
+        tg.cancel_scope.cancel()
+
+
+async def test_the_integration_hears_its_kinds_and_the_workloads_they_control() -> None:
+    """Both generations wire the integration the same way: the integrated kind's objects, and a Workload event to the
+    object that controls it."""
+    text = (Path(__file__).parents[2] / "examples/tekton/integration-config.yaml").read_text()
+    async with anyio.create_task_group() as tg:
+
+        async def warn(reason: str, message: str) -> None:
+            raise AssertionError(message)
+
+        api = ApiClient(ClusterAccess(server="http://127.0.0.1:1"))
+        config = parse_configuration(text)
+        served = {PIPELINERUN: SERVED[PIPELINERUN]}
+        manager = ManagerGeneration(api, config, served, tg, metrics=Metrics(), temp_dir=None, warn=warn)
+        worker = WorkerGeneration(api, config, served, metrics=Metrics())
+        for g in (manager, worker):
+            assert g.integration.kinds == {PIPELINERUN: g.kinds.all[PIPELINERUN]}
+            queue = g.integration_controller.queue
+            deliver(g.kinds.all[PIPELINERUN][0], ADDED, meta("pr-1"))
+            assert await drain(queue) == [(PIPELINERUN, ObjectKey("ns", "pr-1"))]
+            owned = meta("wl-1")
+            owned["metadata"]["ownerReferences"] = [
+                {"apiVersion": "tekton.dev/v1", "kind": "PipelineRun", "name": "pr-1", "uid": "uid-pr-1",
+                 "controller": True},
+            ]  # fmt: skip
+            deliver(g.informers.of(WORKLOADS), ADDED, owned)
+            assert await drain(queue) == [(PIPELINERUN, ObjectKey("ns", "pr-1"))]
         tg.cancel_scope.cancel()
