@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import yaml
 
 from multikueue.config import parse_configuration
 from multikueue.generation import ManagerGeneration, WorkerGeneration
@@ -153,7 +154,9 @@ async def test_a_workers_state_is_told_once_per_change_and_a_deleted_workload_is
 async def test_the_integration_hears_its_kinds_and_the_workloads_they_control() -> None:
     """Both generations wire the integration the same way: the integrated kind's objects, and a Workload event to the
     object that controls it."""
-    text = (Path(__file__).parents[2] / "examples/tekton/integration-config.yaml").read_text()
+    document = yaml.safe_load((Path(__file__).parents[2] / "examples/tekton/integration-config.yaml").read_text())
+    document["multiKueue"]["externalFrameworks"].append({"name": "JobSet.v1alpha2.jobset.x-k8s.io"})  # not integrated
+    text = yaml.safe_dump(document)
     async with anyio.create_task_group() as tg:
 
         async def warn(reason: str, message: str) -> None:
@@ -161,11 +164,11 @@ async def test_the_integration_hears_its_kinds_and_the_workloads_they_control() 
 
         api = ApiClient(ClusterAccess(server="http://127.0.0.1:1"))
         config = parse_configuration(text)
-        served = {PIPELINERUN: SERVED[PIPELINERUN]}
+        served = SERVED
         manager = ManagerGeneration(api, config, served, tg, metrics=Metrics(), temp_dir=None, warn=warn)
         worker = WorkerGeneration(api, config, served, metrics=Metrics())
         for g in (manager, worker):
-            assert g.integration.kinds == {PIPELINERUN: g.kinds.all[PIPELINERUN]}
+            assert g.integration.kinds == {PIPELINERUN: g.kinds.all[PIPELINERUN]}, "the integrated kinds only"
             queue = g.integration_controller.queue
             deliver(g.kinds.all[PIPELINERUN][0], ADDED, meta("pr-1"))
             assert await drain(queue) == [(PIPELINERUN, ObjectKey("ns", "pr-1"))]
@@ -176,4 +179,13 @@ async def test_the_integration_hears_its_kinds_and_the_workloads_they_control() 
             ]  # fmt: skip
             deliver(g.informers.of(WORKLOADS), ADDED, owned)
             assert await drain(queue) == [(PIPELINERUN, ObjectKey("ns", "pr-1"))]
+            # A kind that is not integrated, and a Workload it controls: nothing for the integration.
+            deliver(g.kinds.all[JOBSET][0], ADDED, meta("js-1"))
+            jobset_owned = meta("wl-2")
+            jobset_owned["metadata"]["ownerReferences"] = [
+                {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "js-1", "uid": "uid-js-1",
+                 "controller": True},
+            ]  # fmt: skip
+            deliver(g.informers.of(WORKLOADS), ADDED, jobset_owned)
+            assert await drain(queue) == []
         tg.cancel_scope.cancel()
