@@ -61,7 +61,7 @@ async def test_the_cache_follows_every_change(namespace: str, worker1_api: ApiCl
     assert events == [("ADDED", "before")]
 
     await co.create_namespaced_custom_object(**PIPELINERUN, namespace=namespace, body=pipelinerun("after"))
-    await co.patch_namespaced_custom_object_status(
+    await co.patch_namespaced_custom_object_status(  # type: ignore[call-arg]  # _content_type: the library's documented merge patch
         **PIPELINERUN,
         namespace=namespace,
         name="after",

@@ -65,7 +65,7 @@ async def test_status_merge_patch_goes_through_the_status_subresource(namespace:
     await co.create_namespaced_custom_object(**PIPELINERUN, namespace=namespace, body=pipelinerun("run"))
 
     # A status sent to the main resource is ignored once the CRD has a status subresource.
-    await co.patch_namespaced_custom_object(
+    await co.patch_namespaced_custom_object(  # type: ignore[call-arg]  # _content_type: the library's documented merge patch
         **PIPELINERUN,
         namespace=namespace,
         name="run",
@@ -74,7 +74,7 @@ async def test_status_merge_patch_goes_through_the_status_subresource(namespace:
     )
     assert "status" not in await co.get_namespaced_custom_object(**PIPELINERUN, namespace=namespace, name="run")
 
-    await co.patch_namespaced_custom_object_status(
+    await co.patch_namespaced_custom_object_status(  # type: ignore[call-arg]  # _content_type: the library's documented merge patch
         **PIPELINERUN,
         namespace=namespace,
         name="run",
@@ -87,7 +87,7 @@ async def test_status_merge_patch_goes_through_the_status_subresource(namespace:
     generation = stored["metadata"]["generation"]
 
     # null deletes a key in a merge patch; the status write does not bump the generation.
-    await co.patch_namespaced_custom_object_status(
+    await co.patch_namespaced_custom_object_status(  # type: ignore[call-arg]  # _content_type: the library's documented merge patch
         **PIPELINERUN,
         namespace=namespace,
         name="run",
@@ -128,7 +128,7 @@ async def test_watch_from_a_list_resource_version_delivers_changes_and_bookmarks
         nonlocal unseen_rv
         with anyio.fail_after(5):
             await first_event.wait()
-        await co.patch_namespaced_custom_object_status(
+        await co.patch_namespaced_custom_object_status(  # type: ignore[call-arg]  # _content_type: the library's documented merge patch
             **PIPELINERUN,
             namespace=namespace,
             name="seen",
