@@ -7,10 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import anyio.abc
 import yaml
 
 from multikueue.config import parse_configuration
-from multikueue.generation import ManagerGeneration, WorkerGeneration
+from multikueue.generation import ManagerGeneration, Served, WorkerGeneration
 from multikueue.kube.addresses import ADMISSION_CHECKS, MULTIKUEUE_CLUSTERS, WORKLOADS, GroupVersionKind, Resource
 from multikueue.kube.client import ApiClient
 from multikueue.kube.kubeconfig import ClusterAccess
@@ -51,21 +52,32 @@ async def drain(queue: WorkQueue[Any]) -> list[Any]:
     return keys
 
 
+async def unwarned(reason: str, message: str) -> None:
+    raise AssertionError(f"warned {reason}: {message}")
+
+
+def manager_generation(tg: anyio.abc.TaskGroup, config: str = CONFIG, served: Served = SERVED) -> ManagerGeneration:
+    """Built against an address nothing answers on: nothing here is started, so nothing is asked."""
+    api = ApiClient(ClusterAccess(server="http://127.0.0.1:1"))
+    return ManagerGeneration(api, parse_configuration(config), served, tg, metrics=Metrics(), temp_dir=None,
+                             warn=unwarned)  # fmt: skip
+
+
 def meta(name: str, namespace: str | None = "ns") -> dict[str, Any]:
     return {"metadata": {"name": name, "uid": f"uid-{name}", **({"namespace": namespace} if namespace else {})}}
 
 
+def controlled_by(gvk: GroupVersionKind, owner: str, workload: str) -> dict[str, Any]:
+    """A Workload whose controller is the object ``owner`` of kind ``gvk`` (as Kueue's job integrations make it)."""
+    obj = meta(workload)
+    ref = {"apiVersion": gvk.api_version, "kind": gvk.kind, "name": owner, "uid": f"uid-{owner}", "controller": True}
+    obj["metadata"]["ownerReferences"] = [ref]
+    return obj
+
+
 async def test_a_generation_is_built_whole_and_routes_each_event_to_the_controller_that_owns_it() -> None:
     async with anyio.create_task_group() as tg:
-        told: list[str] = []
-
-        async def warn(reason: str, message: str) -> None:
-            told.append(reason)
-
-        g = ManagerGeneration(
-            ApiClient(ClusterAccess(server="http://127.0.0.1:1")), parse_configuration(CONFIG), SERVED, tg,
-            metrics=Metrics(), temp_dir=None, warn=warn,
-        )  # fmt: skip
+        g = manager_generation(tg)
         # One shared informer per manager resource (clusters, checks, configs, Workloads, two kinds): no more.
         assert len(g.informers) == 6
         assert set(g.kinds.all) == {PIPELINERUN, JOBSET}
@@ -88,20 +100,12 @@ async def test_a_generation_is_built_whole_and_routes_each_event_to_the_controll
 
         deliver(g.informers.of(ADMISSION_CHECKS), ADDED, meta("check", None))
         assert await drain(g.check_controller.queue) == ["check"]
-        assert told == []
         tg.cancel_scope.cancel()
 
 
 async def test_worker_signals_and_a_kind_looked_at_again_reach_the_dispatch_controllers() -> None:
     async with anyio.create_task_group() as tg:
-
-        async def warn(reason: str, message: str) -> None:
-            raise AssertionError(message)
-
-        g = ManagerGeneration(
-            ApiClient(ClusterAccess(server="http://127.0.0.1:1")), parse_configuration(CONFIG), SERVED, tg,
-            metrics=Metrics(), temp_dir=None, warn=warn,
-        )  # fmt: skip
+        g = manager_generation(tg)
         workload, run = meta("wl-1"), meta("js-1")
         g.informers.of(WORKLOADS).store[ObjectKey.of(workload)] = workload
         g.direct_kinds[JOBSET][0].store[ObjectKey.of(run)] = run
@@ -129,14 +133,7 @@ async def test_worker_signals_and_a_kind_looked_at_again_reach_the_dispatch_cont
 
 async def test_a_workers_state_is_told_once_per_change_and_a_deleted_workload_is_remembered() -> None:
     async with anyio.create_task_group() as tg:
-
-        async def warn(reason: str, message: str) -> None:
-            raise AssertionError(message)
-
-        g = ManagerGeneration(
-            ApiClient(ClusterAccess(server="http://127.0.0.1:1")), parse_configuration(CONFIG), SERVED, tg,
-            metrics=Metrics(), temp_dir=None, warn=warn,
-        )  # fmt: skip
+        g = manager_generation(tg)
         changed: list[str] = []
         g.cluster_reconciler.signals.changed.subscribe(changed.append)
         for _ in range(2):  # two attempts, the same state (not connected, not settled): one change told
@@ -158,34 +155,17 @@ async def test_the_integration_hears_its_kinds_and_the_workloads_they_control() 
     document["multiKueue"]["externalFrameworks"].append({"name": "JobSet.v1alpha2.jobset.x-k8s.io"})  # not integrated
     text = yaml.safe_dump(document)
     async with anyio.create_task_group() as tg:
-
-        async def warn(reason: str, message: str) -> None:
-            raise AssertionError(message)
-
-        api = ApiClient(ClusterAccess(server="http://127.0.0.1:1"))
-        config = parse_configuration(text)
-        served = SERVED
-        manager = ManagerGeneration(api, config, served, tg, metrics=Metrics(), temp_dir=None, warn=warn)
-        worker = WorkerGeneration(api, config, served, metrics=Metrics())
+        manager = manager_generation(tg, text)
+        worker = WorkerGeneration(manager.api, manager.config, SERVED, metrics=Metrics())
         for g in (manager, worker):
             assert g.integration.kinds == {PIPELINERUN: g.kinds.all[PIPELINERUN]}, "the integrated kinds only"
             queue = g.integration_controller.queue
             deliver(g.kinds.all[PIPELINERUN][0], ADDED, meta("pr-1"))
             assert await drain(queue) == [(PIPELINERUN, ObjectKey("ns", "pr-1"))]
-            owned = meta("wl-1")
-            owned["metadata"]["ownerReferences"] = [
-                {"apiVersion": "tekton.dev/v1", "kind": "PipelineRun", "name": "pr-1", "uid": "uid-pr-1",
-                 "controller": True},
-            ]  # fmt: skip
-            deliver(g.informers.of(WORKLOADS), ADDED, owned)
+            deliver(g.informers.of(WORKLOADS), ADDED, controlled_by(PIPELINERUN, "pr-1", "wl-1"))
             assert await drain(queue) == [(PIPELINERUN, ObjectKey("ns", "pr-1"))]
             # A kind that is not integrated, and a Workload it controls: nothing for the integration.
             deliver(g.kinds.all[JOBSET][0], ADDED, meta("js-1"))
-            jobset_owned = meta("wl-2")
-            jobset_owned["metadata"]["ownerReferences"] = [
-                {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "name": "js-1", "uid": "uid-js-1",
-                 "controller": True},
-            ]  # fmt: skip
-            deliver(g.informers.of(WORKLOADS), ADDED, jobset_owned)
+            deliver(g.informers.of(WORKLOADS), ADDED, controlled_by(JOBSET, "js-1", "wl-2"))
             assert await drain(queue) == []
         tg.cancel_scope.cancel()
