@@ -96,7 +96,9 @@ class WorkloadReconciler:
         self.configs = configs
         self.connections = connections
         self.manager_resources = manager_resources
-        self.owners = owners or {}  # the manager's objects of each kind, when watched
+        # The manager's objects of each kind, when watched: the caller's dict itself, filled as kinds are served
+        # (``owners or {}`` would swap an empty one for a copy that never fills: a GET per pass, not the cache).
+        self.owners = owners if owners is not None else {}
         self.metrics = metrics
         self.adapters = {
             g: GenericAdapter(g, config.dispatcher.managed_by, config.adapter(g)) for g in config.multi_kueue.gvks

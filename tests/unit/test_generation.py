@@ -83,6 +83,8 @@ async def test_a_generation_is_built_whole_and_routes_each_event_to_the_controll
         assert set(g.kinds.all) == {PIPELINERUN, JOBSET}
         assert set(g.direct_kinds) == {JOBSET}
         assert g.direct_reconciler.kinds is g.direct_kinds  # a kind served later reaches the reconciler as well
+        # A Workload's owner is read from the kind's cache, not asked of the API server on every pass.
+        assert g.workload_reconciler.owners[PIPELINERUN] is g.kinds.all[PIPELINERUN][0]
 
         deliver(g.informers.of(WORKLOADS), ADDED, meta("wl-1"))
         assert await drain(g.workload_controller.queue) == [ObjectKey("ns", "wl-1")]
