@@ -22,6 +22,7 @@ import argparse
 import json
 import logging
 import random
+import signal
 import sys
 import tempfile
 import time
@@ -486,8 +487,17 @@ def arguments(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
+def stop_on_signals() -> None:
+    """Ctrl-C and SIGTERM both end the soak through its clean-up (dispatchers and API servers stopped, a restarted
+    one included). A process started in the background by a shell inherits SIGINT ignored, and SIGTERM's default
+    ends it at once: neither would clean up."""
+    signal.signal(signal.SIGINT, signal.default_int_handler)  # asyncio's runner then cancels the soak on SIGINT
+    signal.signal(signal.SIGTERM, lambda *_: signal.raise_signal(signal.SIGINT))
+
+
 def main(argv: list[str] | None = None) -> int:
     args = arguments(argv)
+    stop_on_signals()
     # The soak's own informers ride out every fault: their retries are not news (the replicas' logs have theirs).
     structlog.configure(wrapper_class=structlog.make_filtering_bound_logger(logging.ERROR))
     out: Path = args.out or RESULTS / f"soak-{args.mode}-w{args.workers}-r{args.rate:g}-d{args.duration:g}.json"
