@@ -305,7 +305,8 @@ LabelSelector = Annotated[str, BeforeValidator(_selector)]
 
 
 class Placement(_Model):
-    """Direct mode: how this controller picks a worker itself (no Workload, no race)."""
+    """Direct mode: how this controller picks a worker itself (no Workload, no race). Kueue mode reads only
+    ``workerSelector``: the workers a run is nominated to (its quota on them decides the rest)."""
 
     worker_selector: LabelSelector = ""  # on the MultiKueueCluster's labels
     tiers: tuple[LabelSelector, ...] = ()  # spill-over order: a later tier only when no worker of an earlier fits
@@ -668,7 +669,17 @@ class Adapter(ExternalFramework):
             raise ValueError("@failed: only meaningful together with finished")
         if self.integration is not None and self.mode == "Direct":
             raise ValueError("@integration: queues the kind with Kueue; mode Direct places it without a Workload")
+        if self.mode == "Kueue":
+            _placement_for_kueue_mode(self.placement)
         return self
+
+
+def _placement_for_kueue_mode(placement: Placement) -> None:
+    """Kueue mode narrows the race by ``workerSelector``; the rest of a placement is Direct mode's own decision."""
+    direct_only = Placement.model_fields.keys() - {"worker_selector"}
+    for name in sorted(direct_only & placement.model_fields_set):
+        alias = Placement.model_fields[name].alias or name
+        raise ValueError(f"@placement.{alias}: Direct mode only (in Kueue mode, the workers' quota decides)")
 
 
 class Shard(_Model):

@@ -157,7 +157,7 @@ class ManagerGeneration:
             config, api, self.manager_workloads, checks, configs, self._connections,
             self.manager_resources,  # others are discovered on first use
             metrics, owners=self.owners, enqueue=self.workload_controller.enqueue,
-            settled=self.cluster_reconciler.settled,
+            settled=self.cluster_reconciler.settled, clusters=clusters,
         )  # fmt: skip
         self.direct_reconciler = DirectReconciler(config, api, self.direct_kinds, clusters, self._connections,
                                                   self.direct_controller.enqueue, metrics)  # fmt: skip

@@ -15,6 +15,7 @@ from typing import Any
 
 from multikueue import owners
 from multikueue.clusters.worker_kubeconfig import validate_kubeconfig
+from multikueue.dispatch.placement import NO_WORKER_MATCHES
 from multikueue.kube import core
 from multikueue.kube.addresses import MULTIKUEUE_CLUSTERS, WORKLOADS, GroupVersionKind
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
@@ -200,6 +201,9 @@ def _waiting_for_a_worker(view: RunView) -> str:
     blocking = [c for c in checks if c.get("state") in ("Retry", "Rejected")]
     if blocking:
         return "; ".join(f"admission check {c.get('name')} is {c.get('state')}: {c.get('message')}" for c in blocking)
+    unmatched = next((m for c in checks if (m := str(c.get("message") or "")).startswith(NO_WORKER_MATCHES)), None)
+    if unmatched:
+        return f"sent to no worker: {unmatched}"
     if not view.workers:
         pending = [
             f"{c.get('name')}: {c.get('message') or c.get('state')}" for c in checks if c.get("state") != "Ready"

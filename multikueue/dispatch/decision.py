@@ -14,7 +14,9 @@ of Kueue's ``reconcileGroup``:
    the admitting worker gone or lost for longer than ``workerLostTimeout`` resets the check (``RetryAdmission``),
    lost for less is waited for, and the check's message says so (``AwaitLostWorker``);
 6. otherwise workers are nominated (AllAtOnce, Incremental, or an external dispatcher's) and the Workload copied
-   to them (``Nominate``).
+   to them (``Nominate``). Beyond Kueue, the run's worker selection (the kind's ``workerSelector`` and the
+   object's ``multikueue.x-k8s.io/worker-selector``) narrows the nominations; a run it leaves no worker is told so
+   on its check (``Nominate.unmatched``).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 from multikueue import specdigest
 from multikueue.config import DISPATCHER_ALL_AT_ONCE, DISPATCHER_INCREMENTAL
 from multikueue.dispatch import workload_state as wl
+from multikueue.dispatch.placement import Selection
 
 Object = dict[str, Any]
 UNEXPECTED_READY = "Admission check is Ready but no admitting cluster is recorded; this is unexpected, please report it"
@@ -53,6 +56,7 @@ class Group:
     round_started: float | None = None  # Incremental: when this Workload's current round began
     round_length: float = 300.0
     step_size: int = 3
+    selection: Selection = field(default_factory=Selection)  # the workers the run may not be nominated to
 
     @property
     def state(self) -> Object:
@@ -158,6 +162,7 @@ class Nominate:
     missing: tuple[str, ...]  # nominated but not connected: retried
     requeue_after: float | None = None
     round_started: float | None = None  # Incremental: a new round began at this time
+    unmatched: str | None = None  # the selection leaves the run no worker: the check's message says so
 
 
 Step = (
@@ -247,7 +252,10 @@ def _the_winner(group: Group) -> str | None:
     # first, as Kueue does) may have left an object unrecorded: the worker that holds it is the winner.
     admitted = _admitted(group)
     holding = {c: w for c, w in admitted.items() if group.holding.get(c)}
-    found = wl.earliest_true(holding or admitted, wl.ADMITTED)
+    # A worker the run's selection leaves out (its labels changed during the race) does not win, unless it
+    # already holds the run: that copy is removed with the other nominations instead.
+    allowed = {c: w for c, w in admitted.items() if group.selection.allows(c)}
+    found = wl.earliest_true(holding or allowed, wl.ADMITTED)
     return found[0] if found is not None else None
 
 
@@ -283,20 +291,23 @@ def _nominate(group: Group) -> Step:
     known = [c for c in group.connected if group.serving.get(c) is not None]
     remove_from = tuple(c for c in known if c not in nominated and c in group.worker_copies)
     missing = tuple(c for c in nominated if c not in group.connected)
-    return Nominate(nominated, patch, copy_to, remove_from, missing, requeue, started)
+    unmatched = group.selection.message(group.clusters)
+    return Nominate(nominated, patch, copy_to, remove_from, missing, requeue, started, unmatched)
 
 
 def _nominations(group: Group) -> tuple[tuple[str, ...], bool, float | None, float | None]:
     """(nominated, whether to write them, when to look again, when a new Incremental round began)."""
-    current = tuple(group.status.get("nominatedClusterNames") or ())
+    written = tuple(group.status.get("nominatedClusterNames") or ())
+    current = tuple(c for c in written if group.selection.allows(c))
     if group.dispatcher == DISPATCHER_ALL_AT_ONCE:
         # A worker that lacks this kind's CRD cannot run it: it is not nominated for it (Kueue instead marks the
         # whole worker inactive, #3582).
-        nominated = tuple(sorted(c for c in group.connected if group.serving.get(c)))
-        return nominated, tuple(sorted(current)) != nominated, None, None
+        nominated = tuple(sorted(c for c in group.connected if group.serving.get(c) and group.selection.allows(c)))
+        return nominated, tuple(sorted(written)) != nominated, None, None
     if group.dispatcher == DISPATCHER_INCREMENTAL:
-        return _next_round(group, current)
-    return current, False, None, None  # an external dispatcher writes the nominations; they are followed
+        nominated, patch, requeue, started = _next_round(group, current)
+        return nominated, patch or nominated != written, requeue, started
+    return current, False, None, None  # an external dispatcher writes the nominations: followed, narrowed
 
 
 def _next_round(group: Group, current: tuple[str, ...]) -> tuple[tuple[str, ...], bool, float | None, float | None]:
@@ -305,7 +316,7 @@ def _next_round(group: Group, current: tuple[str, ...]) -> tuple[tuple[str, ...]
     started = group.round_started
     if started is not None and group.now - started <= group.round_length:
         return current, False, group.round_length - (group.now - started), None
-    remaining = [c for c in group.clusters if c not in current]
+    remaining = [c for c in group.clusters if c not in current and group.selection.allows(c)]
     if not remaining:
         return current, False, None, None  # Kueue reports "no more workers to nominate"; nothing left to add
     return (*current, *remaining[: group.step_size]), True, group.round_length, group.now

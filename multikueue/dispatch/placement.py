@@ -1,10 +1,14 @@
-"""Direct-mode placement: which worker runs an object, and why, as a pure function of what is known now.
+"""Placement: which worker runs an object (Direct mode), and which workers a run may go to (both modes), as pure
+functions of what is known now.
 
 Filters, in order, each naming its reason when it rejects a worker: connected; serves the kind; not a worker
 this object was lost on or failed on; the kind's ``workerSelector`` and the object's
 ``multikueue.x-k8s.io/worker-selector`` annotation match the MultiKueueCluster's labels; below the per-worker
 limit. Among the survivors of the first spill-over tier that has any, the least loaded wins (load / limit when a
 limit is set, else the count), ties broken by name. The explanation lists every worker with its verdict.
+
+Kueue mode has no placement of its own (the first worker whose Kueue admits the run wins), but the same two
+selectors narrow the workers a run is nominated to: ``selection`` says which workers each leaves out, and why.
 """
 
 from __future__ import annotations
@@ -113,10 +117,61 @@ def _rejection(
         return "does not serve this kind"
     if worker.name in avoid:
         return avoid[worker.name]
-    for selector, what in ((kind_selector, "the kind's workerSelector"), (own, "the object's worker-selector")):
-        if selector is not None and not selector.matches(worker.labels):
-            unmet = ", ".join(str(r) for r in selector.unmet(worker.labels))
-            return f"labels do not match {what} ({unmet})"
+    unmatched = selector_rejection(worker.labels, kind_selector, own)
+    if unmatched is not None:
+        return unmatched
     if limit is not None and worker.running >= limit:
         return f"full ({worker.running}/{limit} running)"
     return None
+
+
+def selector_rejection(labels: dict[str, str], kind_selector: Selector | None, own: Selector | None) -> str | None:
+    """Why a worker with these MultiKueueCluster labels is left out by the kind's or the object's selector."""
+    for selector, what in ((kind_selector, "the kind's workerSelector"), (own, "the object's worker-selector")):
+        if selector is not None and not selector.matches(labels):
+            unmet = ", ".join(str(r) for r in selector.unmet(labels))
+            return f"labels do not match {what} ({unmet})"
+    return None
+
+
+NO_WORKER_MATCHES = "No worker matches the run's worker selection"
+"""How a Pending check's message starts while every worker is left out by the selection (Kueue mode)."""
+
+
+@dataclass(frozen=True)
+class Selection:
+    """The workers a run may not be nominated to, each with why (Kueue mode). Required while the run waits to be
+    admitted; ignored once a worker is recorded (a label changed later moves nothing that runs)."""
+
+    excluded: dict[str, str] = field(default_factory=dict)  # worker -> why it is left out
+    problem: str | None = None  # an unreadable selector on the object: every worker is left out
+    selectors: str = ""  # the selectors in force, as the user wrote them
+
+    def allows(self, worker: str) -> bool:
+        return self.problem is None and worker not in self.excluded
+
+    def message(self, workers: tuple[str, ...]) -> str | None:
+        """The check's message when none of ``workers`` (the run's MultiKueueConfig) is allowed, else None."""
+        if self.problem is not None:
+            return f"{NO_WORKER_MATCHES}: {self.problem}"
+        if not workers or any(self.allows(w) for w in workers):
+            return None
+        told = "; ".join(f"{w}: {self.excluded[w]}" for w in workers)
+        return f"{NO_WORKER_MATCHES} ({self.selectors}): {told}"
+
+
+def selection(labels: dict[str, dict[str, str]], kind_selector: str, object_selector: str | None) -> Selection:
+    """Which of the workers (by name, with their MultiKueueCluster labels) the kind's ``workerSelector`` and the
+    object's ``multikueue.x-k8s.io/worker-selector`` annotation leave out."""
+    try:
+        own = parse(object_selector) if object_selector else None
+    except ValueError as e:
+        return Selection(problem=f"annotation {WORKER_SELECTOR_ANNOTATION}: {e}")
+    kind = parse(kind_selector)
+    if not kind.requirements and own is None:
+        return Selection()
+    excluded = {name: why for name, worker_labels in labels.items()
+                if (why := selector_rejection(worker_labels, kind, own)) is not None}  # fmt: skip
+    named = (("the kind's workerSelector", kind_selector), ("the object's worker-selector", object_selector))
+    written = [f'{what} "{text}"' for what, text in named if text]
+    return Selection(excluded, selectors=", ".join(written))

@@ -24,6 +24,7 @@ from multikueue.dispatch import workload_state as wl
 from multikueue.dispatch.adapter import GenericAdapter
 from multikueue.dispatch.copies import Want
 from multikueue.dispatch.mirror import StatusMirror, StatusRejected, pruned_message
+from multikueue.dispatch.placement import NO_WORKER_MATCHES, WORKER_SELECTOR_ANNOTATION, Selection, selection
 from multikueue.dispatch.writes import WorkerWriteFailed, WorkerWrites, Write
 from multikueue.kube import events
 from multikueue.kube.addresses import WORKLOADS, GroupVersionKind, Resource
@@ -86,8 +87,10 @@ class WorkloadReconciler:
         enqueue: Callable[[ObjectKey], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
         settled: Callable[[str], bool] = lambda _: True,
+        clusters: Informer | None = None,
     ) -> None:
         self.config = config
+        self.clusters = clusters  # the MultiKueueClusters: their labels are what a run's worker selection reads
         self.settled = settled  # whether a worker's first connection attempt here has ended
         self.clock = clock  # monotonic seconds: worker-lost and incremental-round timing
         self.api = api
@@ -107,6 +110,7 @@ class WorkloadReconciler:
         self.rounds: dict[ObjectKey, float] = {}  # incremental dispatch: when each Workload's round began
         self.surfaced: dict[ObjectKey, set[str]] = {}  # worker news already told, per Workload
         self.surfaced_at: dict[ObjectKey, list[float]] = {}  # when, for the rate limit
+        self.selective: set[ObjectKey] = set()  # waiting Workloads whose worker selection a label change may change
         self.workload_api = Objects(api, WORKLOADS)
         # Writes to different workers run side by side; one that outlasts the pass finishes in the background.
         self.writes = WorkerWrites(lambda key: enqueue(key) if enqueue is not None else None)  # type: ignore[arg-type]
@@ -128,6 +132,8 @@ class WorkloadReconciler:
                   lambda e: [e[1]], delay=batch),
             Watch("a worker, or a kind on it, coming or going: every Workload", workers.changed,
                   lambda _: self._every()),
+            *([Watch("MultiKueueClusters (their labels): the waiting Workloads that select workers", self.clusters,
+                     lambda _: list(self.selective))] if self.clusters is not None else []),
         ]  # fmt: skip
 
     def _record(self, change: Change) -> None:
@@ -213,6 +219,7 @@ class WorkloadReconciler:
         self.mirror.forget(gvk, obj_key)
         self.surfaced.pop(key, None)
         self.surfaced_at.pop(key, None)
+        self.selective.discard(key)
         for worker in self.connections().values():
             worker.forget(key)
 
@@ -233,7 +240,7 @@ class WorkloadReconciler:
         late = self.writes.take_failures(key)  # writes of earlier passes that ended in the background
         if adapter.options.worker_events and not wl.is_true(workload, wl.FINISHED):
             await self._surface_worker_news(workload, adapter, obj, connected, present)
-        group = self._group(workload, check_name, adapter, ObjectKey.of(obj), clusters, connected, present)
+        group = self._group(workload, check_name, adapter, obj, clusters, connected, present)
         work = _Pass(workload, check_name, group.state, adapter, obj, connected, present, late)
         return await self._carry_out(decision.decide(group), work)
 
@@ -242,12 +249,13 @@ class WorkloadReconciler:
         workload: Object,
         check_name: str,
         adapter: GenericAdapter,
-        obj_key: ObjectKey,
+        obj: Object,
         clusters: list[str],
         connected: dict[str, Worker],
         present: dict[str, Object],
     ) -> decision.Group:
         """The snapshot the decision reads: caches and clocks, no API calls."""
+        obj_key = ObjectKey.of(obj)
         config = self.config.multi_kueue
         connections = self.connections()
         incremental = config.incremental_dispatcher_config
@@ -263,7 +271,25 @@ class WorkloadReconciler:
             round_started=self.rounds.get(ObjectKey.of(workload)),
             round_length=self.config.dispatcher.incremental_round_timeout,
             step_size=incremental.step_size if incremental else 3,
+            selection=self._selection(workload, adapter, obj, clusters),
         )  # fmt: skip
+
+    def _selection(self, workload: Object, adapter: GenericAdapter, obj: Object, clusters: list[str]) -> Selection:
+        """The run's worker selection: the kind's ``workerSelector`` and the object's (else its Workload's)
+        ``multikueue.x-k8s.io/worker-selector`` annotation, read against the MultiKueueClusters' labels."""
+        key = ObjectKey.of(workload)
+        own = _annotation(obj, WORKER_SELECTOR_ANNOTATION) or _annotation(workload, WORKER_SELECTOR_ANNOTATION)
+        kind = adapter.options.placement.worker_selector
+        waiting = not (workload.get("status") or {}).get("clusterName")
+        if not (own or kind) or not waiting:
+            self.selective.discard(key)
+            return Selection()
+        self.selective.add(key)
+        labels = {}
+        for name in clusters:
+            cluster = self.clusters.get(ObjectKey("", name)) if self.clusters is not None else None
+            labels[name] = dict(((cluster or {}).get("metadata") or {}).get("labels") or {})
+        return selection(labels, kind, own)
 
     async def _carry_out(self, step: decision.Step, work: _Pass) -> Result:
         match step:
@@ -406,10 +432,21 @@ class WorkloadReconciler:
                                                     work.key)  # fmt: skip
         failures = await self.writes.each(work.key, writes)
         failures.update((c, e) for c, e in work.late.items() if c in step.nominated and c not in work.present)
+        if step.unmatched is not None and not failures:
+            await self._tell_unmatched(work, step.unmatched)
+            return Result()  # a label change on a MultiKueueCluster brings the Workload back
         await self._report(work.workload, work.check, work.adapter, work.obj, failures)
         if step.missing:
             raise ConnectionError(f"cluster {step.missing[0]}: no remote client for nominated cluster")
         return Result(requeue_after=step.requeue_after)
+
+    async def _tell_unmatched(self, work: _Pass, message: str) -> None:
+        """No worker of the run's MultiKueueConfig matches its worker selection: said on the check (its state stays
+        Pending, a label may yet be added) and, when the message changes, in Events on the Workload and the object."""
+        if await self._set_check_message(work.workload, work.check, message):
+            log.info("no worker matches the run's selection", workload=str(work.key), message=message)
+            await self._event(work.workload, "Warning", message)
+            await self._object_event(work.adapter, work.obj, "Warning", message, reason="NoWorkerMatches")
 
     async def _surface_worker_news(
         self,
@@ -478,7 +515,7 @@ class WorkloadReconciler:
         none, a message left from an earlier failure is cleared."""
         state = wl.check_state(workload, check_name) or {}
         if not failures:
-            if str(state.get("message") or "").startswith(DISPATCH_PROBLEM):
+            if str(state.get("message") or "").startswith((DISPATCH_PROBLEM, NO_WORKER_MATCHES)):
                 await self._set_check_message(workload, check_name, "")
             return
         told = [
@@ -531,6 +568,9 @@ class WorkloadReconciler:
         for workload in self.workloads.items():
             found = self._our_check(workload)
             nominated = ((workload.get("status") or {}).get("nominatedClusterNames")) or []
+            if found is not None and str(found[1].get("message") or "").startswith(NO_WORKER_MATCHES):
+                count += 1  # its selection leaves it no worker
+                continue
             if found is None or not nominated:
                 continue
             key = ObjectKey.of(workload)
@@ -779,3 +819,7 @@ def _raise_first(failures: dict[str, BaseException]) -> None:
     """Retry the pass (with the key's backoff) if a write failed; every write was tried first."""
     for _, error in sorted(failures.items()):
         raise error
+
+
+def _annotation(obj: Object, name: str) -> str | None:
+    return ((obj.get("metadata") or {}).get("annotations") or {}).get(name) or None

@@ -22,6 +22,7 @@ def workload(*conditions: dict[str, Any], **status: Any) -> dict[str, Any]:
 
 
 RESERVED = cond("QuotaReserved")
+NO_MATCH = "No worker matches the run's worker selection (the object's worker-selector \"gpu=a100\"): w1: ..."
 
 
 def view(wl: dict[str, Any] | None = None, *workers: WorkerView, obj: Any = RUN) -> RunView:
@@ -63,6 +64,10 @@ def view(wl: dict[str, Any] | None = None, *workers: WorkerView, obj: Any = RUN)
                 )
             ),
             "waiting to be sent to a worker (ac: Pending; prov: provisioning)",
+        ),
+        (
+            view(workload(RESERVED, admissionChecks=[{"name": "ac", "state": "Pending", "message": NO_MATCH}])),
+            f"sent to no worker: {NO_MATCH}",
         ),
         (
             view(

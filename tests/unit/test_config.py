@@ -171,3 +171,17 @@ dispatcher: {adapters: [{name: PipelineRun.v1.tekton.dev, mode: Direct,
 """
     with pytest.raises(ConfigError, match=r"adapters\[0\]\.integration: queues the kind with Kueue"):
         parse_configuration(text)
+
+
+def test_kueue_mode_takes_a_worker_selector_and_refuses_the_rest_of_a_placement() -> None:
+    text = """
+multiKueue: {{externalFrameworks: [{{name: PipelineRun.v1.tekton.dev}}]}}
+dispatcher: {{adapters: [{{name: PipelineRun.v1.tekton.dev, placement: {placement}}}]}}
+"""
+    config = parse_configuration(text.format(placement='{workerSelector: "region in (eu)"}'))
+    assert config.adapter(config.multi_kueue.gvks[0]).placement.worker_selector == "region in (eu)"
+    with pytest.raises(ConfigError) as error:
+        parse_configuration(text.format(placement="{workerSelector: region, maxPerWorker: 3}"))
+    assert "adapters[0].placement.maxPerWorker: Direct mode only (in Kueue mode, the workers' quota decides)" in str(
+        error.value
+    )

@@ -9,6 +9,7 @@ import pytest
 
 from multikueue.config import DISPATCHER_ALL_AT_ONCE, DISPATCHER_INCREMENTAL
 from multikueue.dispatch import decision as d
+from multikueue.dispatch.placement import Selection, selection
 from multikueue.specdigest import summarized
 
 Object = dict[str, Any]
@@ -395,3 +396,104 @@ def test_a_lost_admitting_worker_is_told_on_the_check() -> None:
         'The workload was admitted on "w2", which is unreachable: it is waited for up to workerLostTimeout (900s) '
         "before the workload is re-admitted elsewhere"
     )
+
+
+# The run's worker selection (beyond Kueue): w1 is in the EU, w2 in the US.
+LABELS = {"w1": {"region": "eu"}, "w2": {"region": "us"}}
+
+
+def selected(own: str | None, kind: str = "") -> Selection:
+    return selection(LABELS, kind, own)
+
+
+NO_MATCH = (
+    "No worker matches the run's worker selection (the object's worker-selector \"region=asia\"): "
+    "w1: labels do not match the object's worker-selector (region in (asia)); "
+    "w2: labels do not match the object's worker-selector (region in (asia))"
+)
+
+SELECTION_CASES: list[tuple[str, d.Group, d.Step]] = [
+    (
+        "AllAtOnce: only the workers the run selects are nominated",
+        group(workload(RESERVED), selection=selected("region=eu")),
+        d.Nominate(("w1",), True, ("w1",), (), ()),
+    ),
+    (
+        "AllAtOnce: the kind's selector and the object's together",
+        group(workload(RESERVED), selection=selected("region notin (eu)", kind="region")),
+        d.Nominate(("w2",), True, ("w2",), (), ()),
+    ),
+    (
+        "AllAtOnce: a worker left out since (its labels changed) loses its nomination and its copy",
+        group(
+            workload(RESERVED, nominated=["w1", "w2"]), {"w1": copy_(), "w2": copy_()}, selection=selected("region=us")
+        ),
+        d.Nominate(("w2",), True, (), ("w1",), ()),
+    ),  # fmt: skip
+    (
+        "no worker matches: nominated nowhere, told why, naming the selector",
+        group(workload(RESERVED, nominated=["w1"]), {"w1": copy_()}, selection=selected("region=asia")),
+        d.Nominate((), True, (), ("w1",), (), unmatched=NO_MATCH),
+    ),
+    (
+        "an unreadable selector on the object: nominated nowhere, the annotation named",
+        group(workload(RESERVED), selection=selected("region in eu")),
+        d.Nominate(
+            (),
+            False,
+            (),
+            (),
+            (),
+            unmatched=(
+                "No worker matches the run's worker selection: annotation multikueue.x-k8s.io/worker-selector: "
+                "label selector 'region in eu': cannot read 'region in eu'"
+            ),
+        ),
+    ),  # fmt: skip
+    (
+        "Incremental: the rounds skip the workers left out",
+        group(workload(RESERVED), selection=selected("region=us"), **INCREMENTAL),
+        d.Nominate(("w2",), True, ("w2",), (), (), 300.0, 1000.0),
+    ),
+    (
+        "external dispatcher: its nominations narrowed to the selection",
+        group(
+            workload(RESERVED, nominated=["w1", "w2"]), dispatcher="example.com/mine", selection=selected("region=us")
+        ),
+        d.Nominate(("w2",), False, ("w2",), (), ()),
+    ),  # fmt: skip
+    (
+        "the race: a copy admitted on a worker left out does not win",
+        group(
+            workload(RESERVED, nominated=["w1", "w2"]),
+            {"w1": copy_(RESERVED, cond("Admitted")), "w2": copy_()},
+            selection=selected("region=us"),
+            holding={"w1": False, "w2": False},
+        ),
+        d.Nominate(("w2",), True, (), ("w1",), ()),
+    ),  # fmt: skip
+    (
+        "the race: ... unless it already holds the run",
+        group(
+            workload(RESERVED, nominated=["w1", "w2"]),
+            {"w1": copy_(RESERVED, cond("Admitted")), "w2": copy_()},
+            selection=selected("region=us"),
+            holding={"w1": True, "w2": False},
+        ),
+        d.RunOnWinner("w1", ("w2",), deactivate=False),
+    ),  # fmt: skip
+    (
+        "a recorded worker runs on whatever its labels say now (required while waiting only)",
+        group(
+            workload(RESERVED, state="Ready", cluster="w1"),
+            {"w1": copy_(RESERVED, cond("Admitted"))},
+            selection=selected("region=us"),
+        ),
+        d.RunOnWinner("w1", (), deactivate=False),
+    ),  # fmt: skip
+]
+
+
+@pytest.mark.parametrize(("name", "given", "expected"), SELECTION_CASES, ids=[c[0] for c in SELECTION_CASES])
+def test_the_runs_worker_selection_narrows_its_nominations(name: str, given: d.Group, expected: d.Step) -> None:
+    assert d.decide(given) == expected
