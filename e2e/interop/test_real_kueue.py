@@ -30,6 +30,7 @@ from multikueue.testing.profiles import profile_status, put_cluster_profile, req
 from multikueue.testing.waiting import eventually, wait_until
 
 CONTROLLER = "multikueue.x-k8s.io/external-dispatcher"
+WORKER_SELECTOR = "multikueue.x-k8s.io/worker-selector"
 PR = GroupVersionKind("tekton.dev", "v1", "PipelineRun")
 PIPELINERUNS = Resource("tekton.dev", "v1", "pipelineruns", "PipelineRun")
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
@@ -412,3 +413,34 @@ async def test_a_winner_outside_the_recorded_nominations_is_nominated_before_its
         assert not admitted["status"].get("nominatedClusterNames")
     finally:
         await kueue.multikueue_teardown(clients["manager"], names)
+
+
+@pytest.mark.parametrize("dispatching", ["integration"], indirect=True)
+async def test_a_run_that_selects_a_worker_is_admitted_by_that_workers_kueue_only(
+    clients: dict[str, ApiClient], namespace: str, dispatching: str
+) -> None:
+    """Narrowing the race is compatible with real Kueue: the manager's Kueue accepts the nominations and the winner
+    (its webhook takes a clusterName only from the nominations), and only the selected worker's Kueue sees a copy.
+    A run no worker matches waits with its check saying so, quota held, until a worker is labelled to match."""
+    clusters = Objects(clients["manager"], MULTIKUEUE_CLUSTERS)
+    for worker, region in (("worker1", "eu"), ("worker2", "us")):
+        await clusters.patch(f"{namespace}-{worker}", {"metadata": {"labels": {"region": region}}})
+    runs = {"picky": "region=us", "stranded": "region=asia"}
+    workloads = {}
+    for name, selector in runs.items():
+        body = yaml.safe_load(EXAMPLE.read_text())
+        body["metadata"].update(name=name, namespace=namespace, annotations={WORKER_SELECTOR: selector})
+        created = await Objects(clients["manager"], PIPELINERUNS).create(body, namespace)
+        workloads[name] = workload_name(name, created["metadata"]["uid"], PR)
+
+    assert await _running_on_a_worker(clients, namespace, "picky", workloads["picky"]) == "worker2"
+    assert await _get(clients["worker1"], WORKLOADS, workloads["picky"], namespace) is None
+
+    stranded = await eventually(lambda: _get(clients["manager"], WORKLOADS, workloads["stranded"], namespace),
+                                until=lambda w: "No worker matches" in str(w.get("status")), timeout=90,
+                                what="the stranded run's check saying why")  # fmt: skip
+    assert _condition(stranded, "QuotaReserved")["status"] == "True"
+    for worker in ("worker1", "worker2"):
+        assert await _get(clients[worker], WORKLOADS, workloads["stranded"], namespace) is None
+    await clusters.patch(f"{namespace}-worker1", {"metadata": {"labels": {"region": "asia"}}})
+    assert await _running_on_a_worker(clients, namespace, "stranded", workloads["stranded"]) == "worker1"

@@ -21,6 +21,7 @@ of Kueue's ``reconcileGroup``:
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -57,6 +58,8 @@ class Group:
     round_length: float = 300.0
     step_size: int = 3
     selection: Selection = field(default_factory=Selection)  # the workers the run may not be nominated to
+    inadmissible_timeout: float | None = None  # give up on a run no worker's Kueue can ever admit (None: never)
+    inadmissible_since: float | None = None  # since when every worker's Kueue has said so (this process's clock)
 
     @property
     def state(self) -> Object:
@@ -163,11 +166,25 @@ class Nominate:
     requeue_after: float | None = None
     round_started: float | None = None  # Incremental: a new round began at this time
     unmatched: str | None = None  # the selection leaves the run no worker: the check's message says so
+    inadmissible: bool = False  # every worker the run may go to says it can never admit it: the clock runs
+
+
+@dataclass(frozen=True)
+class GiveUp:
+    """Every worker the run may go to has said for ``inadmissibleTimeout`` that its Kueue can never admit it: the
+    check is Rejected with each worker's reason, so Kueue releases the manager's quota."""
+
+    reasons: Mapping[str, str]  # worker -> its Kueue's reason
+
+    @property
+    def message(self) -> str:
+        told = "; ".join(f'worker "{w}": {why}' for w, why in sorted(self.reasons.items()))
+        return f"No worker's Kueue can admit the workload: {told}"
 
 
 Step = (
     Wait | RemoveEverywhere | ResetOutOfSync | FinishedOnWorker | KeepEvicted | ResetEvicted | CarryPriority
-    | ReplaceCopy | RetryAdmission | AwaitLostWorker | RunOnWinner | Nominate
+    | ReplaceCopy | RetryAdmission | AwaitLostWorker | RunOnWinner | Nominate | GiveUp
 )  # fmt: skip
 
 
@@ -292,7 +309,24 @@ def _nominate(group: Group) -> Step:
     remove_from = tuple(c for c in known if c not in nominated and c in group.worker_copies)
     missing = tuple(c for c in nominated if c not in group.connected)
     unmatched = group.selection.message(group.clusters)
-    return Nominate(nominated, patch, copy_to, remove_from, missing, requeue, started, unmatched)
+    reasons = _never_admitted(group, nominated) if group.inadmissible_timeout is not None else None
+    if reasons is not None and group.inadmissible_timeout is not None:
+        waited = group.now - group.inadmissible_since if group.inadmissible_since is not None else 0.0
+        if waited >= group.inadmissible_timeout:
+            return GiveUp(reasons)
+        requeue = min(requeue or math.inf, group.inadmissible_timeout - waited)
+    return Nominate(nominated, patch, copy_to, remove_from, missing, requeue, started, unmatched, reasons is not None)
+
+
+def _never_admitted(group: Group, nominated: tuple[str, ...]) -> dict[str, str] | None:
+    """Each worker's reason when every worker the run may still go to (its MultiKueueConfig's, narrowed by its
+    selection; none left to nominate later) holds a copy its Kueue says it can never admit; else None. A worker
+    not connected, or whose cache has not shown the copy, may yet admit it."""
+    candidates = [c for c in group.clusters if group.selection.allows(c) and group.serving.get(c) is not False]
+    if not candidates or any(c not in nominated for c in candidates):
+        return None
+    reasons = {c: wl.never_admitted(group.worker_copies.get(c)) for c in candidates}
+    return {c: r for c, r in reasons.items() if r is not None} if all(reasons.values()) else None
 
 
 def _nominations(group: Group) -> tuple[tuple[str, ...], bool, float | None, float | None]:

@@ -111,6 +111,7 @@ class WorkloadReconciler:
         self.surfaced: dict[ObjectKey, set[str]] = {}  # worker news already told, per Workload
         self.surfaced_at: dict[ObjectKey, list[float]] = {}  # when, for the rate limit
         self.selective: set[ObjectKey] = set()  # waiting Workloads whose worker selection a label change may change
+        self.inadmissible: dict[ObjectKey, float] = {}  # since when no worker's Kueue can admit it (the timeout)
         self.workload_api = Objects(api, WORKLOADS)
         # Writes to different workers run side by side; one that outlasts the pass finishes in the background.
         self.writes = WorkerWrites(lambda key: enqueue(key) if enqueue is not None else None)  # type: ignore[arg-type]
@@ -220,6 +221,7 @@ class WorkloadReconciler:
         self.surfaced.pop(key, None)
         self.surfaced_at.pop(key, None)
         self.selective.discard(key)
+        self.inadmissible.pop(key, None)
         for worker in self.connections().values():
             worker.forget(key)
 
@@ -272,6 +274,8 @@ class WorkloadReconciler:
             round_length=self.config.dispatcher.incremental_round_timeout,
             step_size=incremental.step_size if incremental else 3,
             selection=self._selection(workload, adapter, obj, clusters),
+            inadmissible_timeout=self.config.dispatcher.inadmissible_timeout,
+            inadmissible_since=self.inadmissible.get(ObjectKey.of(workload)),
         )  # fmt: skip
 
     def _selection(self, workload: Object, adapter: GenericAdapter, obj: Object, clusters: list[str]) -> Selection:
@@ -331,6 +335,9 @@ class WorkloadReconciler:
                 return await self._run_on_winner(step, work)
             case decision.Nominate():
                 return await self._nominate(step, work)
+            case decision.GiveUp():
+                await self._give_up(step, work)
+                return Result()
         raise AssertionError(f"unhandled step {step!r}")
 
     async def _finished_on_worker(self, step: decision.FinishedOnWorker, work: _Pass) -> Result:
@@ -415,8 +422,21 @@ class WorkloadReconciler:
         await self._event(workload, "Warning", message)
         await self._object_event(work.adapter, work.obj, "Warning", message, reason="DispatchFailed")
 
+    async def _give_up(self, step: decision.GiveUp, work: _Pass) -> None:
+        """No worker's Kueue can ever admit the run (``inadmissibleTimeout``): the check is Rejected with each
+        worker's reason (Kueue then deactivates the Workload and releases its quota), said in Events too."""
+        self.inadmissible.pop(work.key, None)
+        log.warning("no worker's Kueue can admit the run: rejected", workload=str(work.key), reasons=dict(step.reasons))
+        await self._set_check(work.workload, work.check, wl.REJECTED, step.message)
+        await self._event(work.workload, "Warning", step.message)
+        await self._object_event(work.adapter, work.obj, "Warning", step.message, reason="NoWorkerCanAdmit")
+
     async def _nominate(self, step: decision.Nominate, work: _Pass) -> Result:
         """Write the nominations, copy the Workload to the nominated workers, remove it from the others."""
+        if step.inadmissible:
+            self.inadmissible.setdefault(work.key, self.clock())
+        else:
+            self.inadmissible.pop(work.key, None)
         if step.patch:
             await self._patch_workload_status(work.workload, {"nominatedClusterNames": list(step.nominated) or None})
         if step.round_started is not None:

@@ -129,6 +129,29 @@ def earliest_true(workloads: dict[str, Object], condition_type: str) -> tuple[st
     return cluster, found
 
 
+# Kueue's QuotaReserved=False reasons for a Workload its ClusterQueue can never admit as configured (the granular
+# reasons, gate UnadmittedWorkloadsObservability), and what its messages say with the gate off (reason Pending).
+NEVER_ADMITTED_REASONS = frozenset({"ExceedsMaxQuota", "NoMatchingFlavor", "Misconfigured"})
+NEVER_ADMITTED_MESSAGES = (
+    "> maximum capacity",  # insufficient quota ... request (10) > maximum capacity (8): more than nominal + borrowing
+    "unavailable in ClusterQueue",  # resource X unavailable in ClusterQueue: no flavor covers it
+    "doesn't exist",  # LocalQueue q / ClusterQueue cq doesn't exist
+    "doesn't match ClusterQueue selector",  # workload namespace doesn't match ClusterQueue selector
+)
+
+
+def never_admitted(worker_copy: Object | None) -> str | None:
+    """Why a worker's Kueue can never admit this copy as its queues stand (``"reason: message"``), or None when it
+    is admitted, not looked at yet, or only waiting for room."""
+    reserved = condition(worker_copy, QUOTA_RESERVED) or {}
+    if reserved.get("status") != "False":
+        return None
+    reason, message = str(reserved.get("reason") or ""), str(reserved.get("message") or "")
+    if reason in NEVER_ADMITTED_REASONS or any(m in message for m in NEVER_ADMITTED_MESSAGES):
+        return f"{reason}: {message}" if message else reason
+    return None
+
+
 def waits_for_a_fit(workload: Object, state: Object, copies: list[Object | None]) -> bool:
     """Quota held on the manager, the check still Pending, and every nominated worker's Kueue unable to fit its copy
     (``QuotaReserved=False``, reason ``Pending``): the run waits for room somewhere (the alert's signal)."""

@@ -429,7 +429,7 @@ SELECTION_CASES: list[tuple[str, d.Group, d.Step]] = [
             workload(RESERVED, nominated=["w1", "w2"]), {"w1": copy_(), "w2": copy_()}, selection=selected("region=us")
         ),
         d.Nominate(("w2",), True, (), ("w1",), ()),
-    ),  # fmt: skip
+    ),
     (
         "no worker matches: nominated nowhere, told why, naming the selector",
         group(workload(RESERVED, nominated=["w1"]), {"w1": copy_()}, selection=selected("region=asia")),
@@ -449,7 +449,7 @@ SELECTION_CASES: list[tuple[str, d.Group, d.Step]] = [
                 "label selector 'region in eu': cannot read 'region in eu'"
             ),
         ),
-    ),  # fmt: skip
+    ),
     (
         "Incremental: the rounds skip the workers left out",
         group(workload(RESERVED), selection=selected("region=us"), **INCREMENTAL),
@@ -461,7 +461,7 @@ SELECTION_CASES: list[tuple[str, d.Group, d.Step]] = [
             workload(RESERVED, nominated=["w1", "w2"]), dispatcher="example.com/mine", selection=selected("region=us")
         ),
         d.Nominate(("w2",), False, ("w2",), (), ()),
-    ),  # fmt: skip
+    ),
     (
         "the race: a copy admitted on a worker left out does not win",
         group(
@@ -471,7 +471,7 @@ SELECTION_CASES: list[tuple[str, d.Group, d.Step]] = [
             holding={"w1": False, "w2": False},
         ),
         d.Nominate(("w2",), True, (), ("w1",), ()),
-    ),  # fmt: skip
+    ),
     (
         "the race: ... unless it already holds the run",
         group(
@@ -481,7 +481,7 @@ SELECTION_CASES: list[tuple[str, d.Group, d.Step]] = [
             holding={"w1": True, "w2": False},
         ),
         d.RunOnWinner("w1", ("w2",), deactivate=False),
-    ),  # fmt: skip
+    ),
     (
         "a recorded worker runs on whatever its labels say now (required while waiting only)",
         group(
@@ -490,10 +490,100 @@ SELECTION_CASES: list[tuple[str, d.Group, d.Step]] = [
             selection=selected("region=us"),
         ),
         d.RunOnWinner("w1", (), deactivate=False),
-    ),  # fmt: skip
+    ),
 ]
 
 
 @pytest.mark.parametrize(("name", "given", "expected"), SELECTION_CASES, ids=[c[0] for c in SELECTION_CASES])
 def test_the_runs_worker_selection_narrows_its_nominations(name: str, given: d.Group, expected: d.Step) -> None:
     assert d.decide(given) == expected
+
+
+EXCEEDS = ("couldn't assign flavors to pod set main: insufficient quota for cpu in flavor default, previously "
+           "considered podsets requests (0) + current podset request (10) > maximum capacity (8)")  # fmt: skip
+BUSY = "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default, 2 more needed"
+
+
+def pending_copy(message: str, reason: str = "Pending") -> Object:
+    return copy_(cond("QuotaReserved", "False", reason, message))
+
+
+NEVER = {"w1": pending_copy(EXCEEDS), "w2": pending_copy("LocalQueue q doesn't exist", "Misconfigured")}
+GIVE_UP: dict[str, Any] = {"inadmissible_timeout": 60.0}
+
+INADMISSIBLE_CASES: list[tuple[str, d.Group, d.Step]] = [
+    (
+        "every worker says never: the clock starts, looked at again when it would run out",
+        group(workload(RESERVED, nominated=["w1", "w2"]), NEVER, **GIVE_UP),
+        d.Nominate(("w1", "w2"), False, (), (), (), requeue_after=60.0, inadmissible=True),
+    ),
+    (
+        "... and still after the timeout: the check is Rejected with each worker's reason",
+        group(workload(RESERVED, nominated=["w1", "w2"]), NEVER, inadmissible_since=900.0, **GIVE_UP),
+        d.GiveUp({"w1": f"Pending: {EXCEEDS}", "w2": "Misconfigured: LocalQueue q doesn't exist"}),
+    ),
+    (
+        "off by default: it waits for ever, as in Kueue",
+        group(workload(RESERVED, nominated=["w1", "w2"]), NEVER, inadmissible_since=0.0),
+        d.Nominate(("w1", "w2"), False, (), (), ()),
+    ),
+    (
+        "one worker only busy: it may admit the run later",
+        group(
+            workload(RESERVED, nominated=["w1", "w2"]),
+            {**NEVER, "w2": pending_copy(BUSY)},
+            inadmissible_since=0.0,
+            **GIVE_UP,
+        ),
+        d.Nominate(("w1", "w2"), False, (), (), ()),
+    ),
+    (
+        "a worker of its MultiKueueConfig lost: it may admit the run once back",
+        group(
+            workload(RESERVED, nominated=["w1"]),
+            {"w1": NEVER["w1"]},
+            connected=("w1",),
+            inadmissible_since=0.0,
+            **GIVE_UP,
+        ),
+        d.Nominate(("w1",), False, (), (), ()),
+    ),
+    (
+        "a worker the run does not select does not count",
+        group(
+            workload(RESERVED, nominated=["w2"]),
+            {"w2": NEVER["w2"]},
+            selection=selection(LABELS, "", "region=us"),
+            inadmissible_since=0.0,
+            **GIVE_UP,
+        ),
+        d.GiveUp({"w2": "Misconfigured: LocalQueue q doesn't exist"}),
+    ),
+    (
+        "Incremental: not before every worker has been nominated",
+        group(
+            workload(RESERVED, nominated=["w1"]),
+            {"w1": NEVER["w1"]},
+            round_started=990.0,
+            inadmissible_since=0.0,
+            **{**INCREMENTAL, "clusters": ("w1", "w2"), "connected": ("w1", "w2")},
+            **GIVE_UP,
+        ),
+        d.Nominate(("w1",), False, (), (), (), 290.0),
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "given", "expected"), INADMISSIBLE_CASES, ids=[c[0] for c in INADMISSIBLE_CASES])
+def test_a_run_no_workers_kueue_can_ever_admit_gives_up_after_the_timeout(
+    name: str, given: d.Group, expected: d.Step
+) -> None:
+    assert d.decide(given) == expected
+
+
+def test_giving_up_names_each_worker_and_its_reason() -> None:
+    step = d.GiveUp({"w2": "Misconfigured: LocalQueue q doesn't exist", "w1": "ExceedsMaxQuota: too big"})
+    assert step.message == (
+        "No worker's Kueue can admit the workload: "
+        'worker "w1": ExceedsMaxQuota: too big; worker "w2": Misconfigured: LocalQueue q doesn\'t exist'
+    )

@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from multikueue.dispatch import workload_state as wl
 from multikueue.kube.addresses import GroupVersionKind
 
@@ -71,3 +73,30 @@ def test_a_run_waits_for_a_fit_only_when_every_nominated_workers_kueue_cannot_fi
     assert not wl.waits_for_a_fit(made(), pending, [no_fit]), "no quota on the manager: Kueue's wait"
     assert not wl.waits_for_a_fit(made(reserved), {"state": "Ready"}, [no_fit]), "already admitted somewhere"
     assert not wl.waits_for_a_fit(made(reserved), pending, []), "not nominated yet"
+
+
+@pytest.mark.parametrize(
+    ("reason", "message", "never"),
+    [
+        ("Pending", "couldn't assign flavors to pod set main: insufficient quota for cpu in flavor default, previously "
+         "considered podsets requests (0) + current podset request (10) > maximum capacity (8)", True),
+        ("Pending", "couldn't assign flavors to pod set main: resource tekton.dev/pipelineruns unavailable in "
+         "ClusterQueue", True),
+        ("Inadmissible", "LocalQueue user-queue doesn't exist", True),
+        ("Pending", "workload namespace doesn't match ClusterQueue selector", True),
+        ("ExceedsMaxQuota", "insufficient quota for cpu", True),
+        ("NoMatchingFlavor", "", True),
+        ("Misconfigured", "ClusterQueue cq not found", True),
+        ("Pending", "couldn't assign flavors to pod set main: insufficient unused quota for cpu in flavor default, 2 "
+         "more needed", False),
+        ("WaitingForQuota", "insufficient unused quota", False),
+        ("Suspended", "ClusterQueue cq is inactive", False),  # a stopped queue may be started again
+    ],
+)  # fmt: skip
+def test_what_a_workers_kueue_says_it_can_never_admit(reason: str, message: str, never: bool) -> None:
+    copy = {"status": {"conditions": [{"type": "QuotaReserved", "status": "False", "reason": reason,
+                                       "message": message}]}}  # fmt: skip
+    assert (wl.never_admitted(copy) is not None) == never
+    admitted = {"status": {"conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved"}]}}
+    assert wl.never_admitted(admitted) is None
+    assert wl.never_admitted(None) is None
