@@ -152,6 +152,22 @@ def _build_parser() -> argparse.ArgumentParser:
     logs_command.add_argument("--config-name", default="multikueue-config", help="name of the ConfigMap")
     logs_command.add_argument("--config-key", default="controller_manager_config.yaml", help="key in the ConfigMap")
 
+    workers = commands.add_parser(
+        "workers", help="the fleet: each worker's connection, credential expiry, kinds served and ClusterQueues"
+    )
+    workers.add_argument("-o", "--output", choices=("text", "json"), default="text", help="text (default) or json")
+    workers.add_argument("--kubeconfig", help="kubeconfig of the manager cluster (default: $KUBECONFIG)")
+    workers.add_argument("--context", help="context in --kubeconfig")
+    workers.add_argument(
+        "--secrets-namespace", default="multikueue-system", help="where the workers' kubeconfig Secrets are"
+    )
+    workers.add_argument("--worker-kubeconfig", action="append", default=[], metavar="WORKER=PATH",
+                         help="read this worker with your own kubeconfig instead of its Secret")  # fmt: skip
+    workers.add_argument("--config-file", help="the dispatcher's configuration, for its kinds (default: its ConfigMap)")
+    workers.add_argument("--config-namespace", default="multikueue-system", help="namespace of the ConfigMap")
+    workers.add_argument("--config-name", default="multikueue-config", help="name of the ConfigMap")
+    workers.add_argument("--config-key", default="controller_manager_config.yaml", help="key in the ConfigMap")
+
     demo = commands.add_parser(
         "demo", help="three local clusters, the shipped manifests, and one PipelineRun dispatched end to end"
     )
@@ -286,19 +302,25 @@ def _adapter_check(config_path: str, object_path: str, worker_path: str | None) 
 
 def _manager_kubeconfig(command: str, args: argparse.Namespace) -> tuple[Any, str, str] | None:
     """(kubeconfig, namespace, name) from the flags, or ``None`` after one line on stderr naming what is wrong."""
+    namespace, _, name = args.object.rpartition("/")
+    if not namespace or not name:
+        print(f"multikueue {command}: give the object as NAMESPACE/NAME, got {args.object!r}", file=sys.stderr)
+        return None
+    kubeconfig = _read_manager_kubeconfig(command, args)
+    return (kubeconfig, namespace, name) if kubeconfig is not None else None
+
+
+def _read_manager_kubeconfig(command: str, args: argparse.Namespace) -> Any | None:
+    """``--kubeconfig``, else $KUBECONFIG, else ~/.kube/config; ``None`` after one line on stderr."""
     import os
     from pathlib import Path
 
     from multikueue.kube.errors import KubeconfigError
     from multikueue.kube.kubeconfig import read_kubeconfig
 
-    namespace, _, name = args.object.rpartition("/")
-    if not namespace or not name:
-        print(f"multikueue {command}: give the object as NAMESPACE/NAME, got {args.object!r}", file=sys.stderr)
-        return None
     path = args.kubeconfig or os.environ.get("KUBECONFIG") or str(Path.home() / ".kube" / "config")
     try:
-        return read_kubeconfig(path), namespace, name
+        return read_kubeconfig(path)
     except KubeconfigError as e:
         print(f"multikueue {command}: {e}", file=sys.stderr)
         return None
@@ -329,11 +351,7 @@ def _run_on_a_run(
 ) -> int:
     """``status`` and ``logs``: the flags read (one line and exit 2 when bad), ``body(api, gvk, namespace, name,
     worker_kubeconfigs)`` run against the manager, a failure said in one line (exit 1)."""
-    import anyio
-
     from multikueue.kube.addresses import GroupVersionKind
-    from multikueue.kube.client import api_client_from_kubeconfig
-    from multikueue.kube.errors import KubeconfigError, KubeError, describe
 
     try:  # the flags first, then the files they name: one line for the first problem, never two
         gvk = GroupVersionKind.parse(args.kind)
@@ -345,10 +363,20 @@ def _run_on_a_run(
     if found is None:
         return 2
     kubeconfig, namespace, name = found
+    return _on_the_manager(command, kubeconfig, args.context, lambda api: body(api, gvk, namespace, name, workers))
+
+
+def _on_the_manager(command: str, kubeconfig: Any, context: str | None,
+                    body: Callable[[Any], Awaitable[int]]) -> int:  # fmt: skip
+    """``body(api)`` against the manager; a failure said in one line (exit 2 for the kubeconfig, else 1)."""
+    import anyio
+
+    from multikueue.kube.client import api_client_from_kubeconfig
+    from multikueue.kube.errors import KubeconfigError, KubeError, describe
 
     async def main() -> int:
-        async with await api_client_from_kubeconfig(kubeconfig, context=args.context) as api:
-            return await body(api, gvk, namespace, name, workers)
+        async with await api_client_from_kubeconfig(kubeconfig, context=context) as api:
+            return await body(api)
 
     try:
         return anyio.run(main)
@@ -410,6 +438,47 @@ def _logs(args: argparse.Namespace) -> int:
         return 0
 
     return _run_on_a_run("logs", args, body)
+
+
+async def _configured_kinds(api: Any, args: argparse.Namespace) -> list[Any]:
+    """The kinds in the dispatcher's configuration (file or ConfigMap); none, said in one line, when unreadable."""
+    import anyio
+
+    from multikueue.config import parse_configuration
+    from multikueue.kube import core
+
+    where = args.config_file or f"ConfigMap {args.config_namespace}/{args.config_name}"
+    try:
+        if args.config_file:
+            text = await anyio.Path(args.config_file).read_text()
+        else:
+            text = (await core.config_map_data(api, args.config_namespace, args.config_name))[args.config_key]
+        return list(parse_configuration(text).multi_kueue.gvks)
+    except Exception as e:  # unreadable, absent or invalid: the fleet is still shown, without its kinds
+        print(f"multikueue workers: kinds not checked: cannot read the configuration ({where}): {e}", file=sys.stderr)
+        return []
+
+
+def _workers(args: argparse.Namespace) -> int:
+    import json
+
+    from multikueue.commands import workers
+
+    try:
+        given = _worker_kubeconfigs(args.worker_kubeconfig)
+    except ValueError as e:
+        print(f"multikueue workers: {e}", file=sys.stderr)
+        return 2
+    kubeconfig = _read_manager_kubeconfig("workers", args)
+    if kubeconfig is None:
+        return 2
+
+    async def body(api: Any) -> int:
+        fleet = await workers.gather(api, args.secrets_namespace, await _configured_kinds(api, args), given)
+        print(json.dumps(workers.as_json(fleet), indent=2) if args.output == "json" else workers.render(fleet))
+        return 0
+
+    return _on_the_manager("workers", kubeconfig, args.context, body)
 
 
 def _explain(args: argparse.Namespace) -> int:
@@ -656,6 +725,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _status(args)
         if args.command == "logs":
             return _logs(args)
+        if args.command == "workers":
+            return _workers(args)
         if args.command in ("demo", "testbed") and (missing := _without_test_bed(args.command)) is not None:
             print(missing, file=sys.stderr)
             return 2

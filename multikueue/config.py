@@ -730,9 +730,10 @@ class Dispatcher(_Model):
     # merges repeated keys; 250 ms keeps bursts to one reconcile while keeping status lag well under a second.
     events_batch_period: Duration = 0.25
     incremental_round_timeout: Duration = 300.0  # Kueue's fixed 5-minute round, configurable here
-    # Kueue mode: a run every one of whose workers' Kueue says it can never be admitted there (exceeds the maximum
-    # quota, no matching flavor or resource, no such queue, namespace not selected) for this long has its check
-    # Rejected, with each worker's reason. Unset: it waits for ever, as in Kueue.
+    # A run no worker can ever take for this long gives up, with each worker's reason. Kueue mode: every worker's
+    # Kueue says so (exceeds the maximum quota, no matching flavor or resource, no such queue, namespace not
+    # selected): the check is Rejected. Direct mode: no worker matches its selectors or serves it: marked Failed.
+    # Unset: it waits for ever, as in Kueue.
     inadmissible_timeout: Duration | None = None
     # Per-kind adapter options, by externalFrameworks name. Kept out of Kueue's own `externalFrameworks` entries so
     # the same document still configures Kueue, whose schema has only `name` there.

@@ -55,6 +55,7 @@ def _config(integration: str, *, access_provider: dict[str, Any] | None = None) 
     # its namespace: this controller reads the same ones there, so the two agree on each cluster's Active condition.
     document["dispatcher"]["namespace"] = KUEUE_NAMESPACE
     document["multiKueue"].update(gcInterval="2s", workerLostTimeout="30s")
+    document["dispatcher"]["inadmissibleTimeout"] = "5s"  # a run every worker's Kueue refuses gives up
     return yaml.safe_dump(document)
 
 
@@ -444,3 +445,30 @@ async def test_a_run_that_selects_a_worker_is_admitted_by_that_workers_kueue_onl
         assert await _get(clients[worker], WORKLOADS, workloads["stranded"], namespace) is None
     await clusters.patch(f"{namespace}-worker1", {"metadata": {"labels": {"region": "asia"}}})
     assert await _running_on_a_worker(clients, namespace, "stranded", workloads["stranded"]) == "worker1"
+
+
+@pytest.mark.parametrize("dispatching", ["integration"], indirect=True)
+async def test_a_run_no_workers_kueue_can_admit_gives_up_and_frees_the_managers_quota(
+    clients: dict[str, ApiClient], namespace: str, dispatching: str
+) -> None:
+    """Real Kueue on the workers, with the run's LocalQueue missing there: each says so (QuotaReserved=False), the
+    check is Rejected with both reasons after ``inadmissibleTimeout``, and the manager's Kueue takes that as Kueue
+    takes any rejection: the Workload deactivated, its quota released, the copies gone."""
+    for worker in ("worker1", "worker2"):
+        await Objects(clients[worker], kueue.LOCAL_QUEUES).delete(QUEUE, namespace)
+    _, wl = await _submit(clients, namespace, "nowhere", dispatching)
+    rejected = await eventually(lambda: _get(clients["manager"], WORKLOADS, wl, namespace),
+                                until=lambda w: any(c.get("state") == "Rejected"
+                                                    for c in (w.get("status") or {}).get("admissionChecks") or []),
+                                timeout=120, what="the check Rejected")  # fmt: skip
+    message = rejected["status"]["admissionChecks"][0]["message"]
+    assert message.startswith("No worker's Kueue can admit the workload: "), message
+    for worker in ("worker1", "worker2"):
+        assert f'worker "{namespace}-{worker}": ' in message
+        assert f"LocalQueue {QUEUE} doesn't exist" in message
+    await eventually(lambda: _get(clients["manager"], WORKLOADS, wl, namespace),
+                     until=lambda w: _condition(w, "QuotaReserved").get("status") != "True", timeout=60,
+                     what="the manager's quota released by its Kueue")  # fmt: skip
+    for worker in ("worker1", "worker2"):
+        await eventually(lambda c=worker: _get(clients[c], WORKLOADS, wl, namespace),  # type: ignore[misc]
+                         until=lambda w: w is None, timeout=60, what=f"the copy gone from {worker}")  # fmt: skip

@@ -183,6 +183,8 @@ def _without_workload(view: RunView) -> str:
     notes = (view.obj or {}).get("metadata", {}).get("annotations") or {}
     if notes.get(PLACEMENT_WORKER):
         return f"placed on {notes[PLACEMENT_WORKER]} (direct mode), {notes.get(PLACEMENT_PHASE) or 'being created'}"
+    if notes.get(PLACEMENT_PHASE):  # ended before any placement: no worker could ever run it
+        return f"{notes[PLACEMENT_PHASE]} without a worker (direct mode); `multikueue explain` tells why"
     return ("no Workload: not queued (no kueue.x-k8s.io/queue-name label), not managed by Kueue, or not looked at "
             "yet; `multikueue explain` tells a direct-mode placement")  # fmt: skip
 

@@ -33,7 +33,7 @@ from multikueue.dispatch import copies
 from multikueue.dispatch.adapter import GenericAdapter
 from multikueue.dispatch.copies import Want
 from multikueue.dispatch.mirror import StatusMirror, pruned_message
-from multikueue.dispatch.placement import WORKER_SELECTOR_ANNOTATION, WorkerView, decide
+from multikueue.dispatch.placement import WORKER_SELECTOR_ANNOTATION, Decision, WorkerView, decide
 from multikueue.kube import events
 from multikueue.kube.addresses import GroupVersionKind, Resource
 from multikueue.kube.client import ApiClient
@@ -54,6 +54,7 @@ DirectKey = tuple[GroupVersionKind, ObjectKey]
 CONDITION = "MultiKueuePlacement"
 PLACED, FINISHED, FAILED = "Placed", "Finished", "Failed"
 NO_WORKER_FITS = "NoWorkerFits"
+NO_WORKER_CAN_RUN = "NoWorkerCanRun"
 UNREACHABLE = "WorkerUnreachable"
 
 
@@ -115,6 +116,7 @@ class DirectReconciler:
         self.deleted: dict[DirectKey, Object] = {}
         self.waiting: dict[GroupVersionKind, set[ObjectKey]] = {g: set() for g in direct}
         self.started_at = time.monotonic()
+        self.unfit_since: dict[DirectKey, float] = {}  # since when no worker can ever fit it (inadmissibleTimeout)
         # One decision at a time: each sees the loads the previous ones chose. The decision is reserved in memory
         # before the lock is let go, so the writes of placements overlap (one write at a time held the drain to
         # ~95/s at W=3, 0.56 of what the API servers serve: bench/results/README.md).
@@ -185,6 +187,7 @@ class DirectReconciler:
             if last is not None:
                 await self._remove_copies(gvk, obj_key, last)
             self.deleted.pop(key, None)
+            self.unfit_since.pop(key, None)
             self.mirror.forget(gvk, obj_key)
             self.waiting[gvk].discard(obj_key)
             self.wake(gvk)
@@ -220,9 +223,8 @@ class DirectReconciler:
             if decision.worker is not None:
                 self._reserved[gvk][obj_key] = decision.worker
         if decision.worker is None:
-            self.waiting[gvk].add(obj_key)
-            await self._tell(gvk, obj, "False", NO_WORKER_FITS, decision.message, event_type="Warning")
-            return Result()  # woken when capacity frees or a worker changes
+            return await self._unplaced(gvk, obj, decision)
+        self.unfit_since.pop((gvk, obj_key), None)
         try:  # the written decision counts from the informer's view (observe) once it is back
             obj = await self._annotate(gvk, obj, {PLACEMENT_WORKER: decision.worker, PLACEMENT_PHASE: PLACED})
         finally:
@@ -231,6 +233,28 @@ class DirectReconciler:
         log.info("object placed", kind=gvk.kind, object=str(obj_key), worker=decision.worker)
         await self._tell(gvk, obj, "True", PLACED, decision.message)
         return Result(requeue_after=0.0)  # the next pass creates the copy
+
+    async def _unplaced(self, gvk: GroupVersionKind, obj: Object, decision: Decision) -> Result:
+        """No worker fits: the object waits, told why, woken when capacity frees or a worker changes. With
+        ``inadmissibleTimeout``, one no worker can ever fit as the fleet stands (labels, kind, lost there) for that
+        long is marked Failed with the reasons."""
+        key, timeout = (gvk, ObjectKey.of(obj)), self.config.dispatcher.inadmissible_timeout
+        if timeout is None or not decision.never:
+            self.unfit_since.pop(key, None)
+            self.waiting[gvk].add(key[1])
+            await self._tell(gvk, obj, "False", NO_WORKER_FITS, decision.message, event_type="Warning")
+            return Result()
+        waited = time.monotonic() - self.unfit_since.setdefault(key, time.monotonic())
+        if waited < timeout:
+            self.waiting[gvk].add(key[1])
+            await self._tell(gvk, obj, "False", NO_WORKER_FITS, decision.message, event_type="Warning")
+            return Result(requeue_after=timeout - waited)
+        self.unfit_since.pop(key, None)
+        self.waiting[gvk].discard(key[1])
+        obj = await self._annotate(gvk, obj, {PLACEMENT_PHASE: FAILED})
+        message = f"no worker can run it (for {timeout:g}s, inadmissibleTimeout): {decision.message}"
+        await self._tell(gvk, obj, "False", NO_WORKER_CAN_RUN, message, event_type="Warning")
+        return Result()
 
     async def _sync(self, gvk: GroupVersionKind, obj: Object, adapter: GenericAdapter, worker: Worker) -> Result:
         obj_key = ObjectKey.of(obj)

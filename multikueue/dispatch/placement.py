@@ -37,6 +37,7 @@ class Verdict:
     reason: str
     score: float | None = None
     tier: int | None = None
+    lasting: bool = False  # rejected for a reason that lasts as the fleet stands (labels, kind, lost there)
 
     def __str__(self) -> str:
         if not self.fits:
@@ -50,6 +51,13 @@ class Decision:
     worker: str | None
     verdicts: tuple[Verdict, ...] = field(default_factory=tuple)
     problem: str | None = None  # an unreadable selector on the object
+
+    @property
+    def never(self) -> bool:
+        """No worker fits, and none will as the fleet stands: not one is merely busy or unreachable."""
+        if self.worker is not None:
+            return False
+        return self.problem is not None or (bool(self.verdicts) and all(v.lasting for v in self.verdicts))
 
     @property
     def message(self) -> str:
@@ -88,10 +96,11 @@ def _verdict(worker: WorkerView, kind_selector: Selector, own: Selector | None, 
              limit: int | None, tiers: list[Selector]) -> Verdict:  # fmt: skip
     reason = _rejection(worker, kind_selector, own, avoid, limit)
     if reason is not None:
-        return Verdict(worker.name, False, reason)
+        busy = not worker.connected or reason.startswith("full (")  # back, or room freed, soon
+        return Verdict(worker.name, False, reason, lasting=not busy)
     tier = next((i for i, t in enumerate(tiers) if t.matches(worker.labels)), None)
     if tiers and tier is None:
-        return Verdict(worker.name, False, "in no spill-over tier")
+        return Verdict(worker.name, False, "in no spill-over tier", lasting=True)
     load = f"{worker.running}/{limit} running" if limit else f"{worker.running} running"
     score = worker.running / limit if limit else float(worker.running)
     return Verdict(worker.name, True, load, score, tier)

@@ -383,3 +383,30 @@ async def test_a_kind_installed_on_the_manager_after_start_is_dispatched_without
                         "g1 finished on the manager")  # fmt: skip
     assert done["status"]["phase"] == "Done"
     await s.wait(s.objects(cluster, GADGETS), "g1", lambda o: o is None, f"the copy removed from {cluster}")
+
+
+GIVING_UP = direct("{maxPerWorker: 1}") + "  inadmissibleTimeout: 3s\n"
+
+
+@pytest.mark.parametrize("multikueue_config", [GIVING_UP])
+async def test_a_run_no_worker_can_ever_fit_fails_with_the_reasons_and_one_waiting_for_room_waits(
+    scenario: Scenario,
+) -> None:
+    s = scenario
+    for name in ("first", "second"):  # one slot per worker: both taken
+        await submit(s, name)
+        await placed(s, name)
+    await submit(s, "waits-for-room")
+    await submit(s, "needs-gpu", **{"multikueue.x-k8s.io/worker-selector": "accelerator=a100"})
+    failed = await s.wait(s.runs("manager"), "needs-gpu", lambda r: notes(r).get(PHASE) == "Failed",
+                          "marked Failed after inadmissibleTimeout")  # fmt: skip
+    condition = placement_condition(failed)
+    assert (condition["status"], condition["reason"]) == ("False", "NoWorkerCanRun")
+    assert condition["message"].startswith("no worker can run it (for 3s, inadmissibleTimeout): no worker fits; ")
+    assert f"{s.names['worker1']}: rejected: labels do not match the object's worker-selector" in condition["message"]
+    assert WORKER not in notes(failed)
+    events = await s.events("needs-gpu")
+    assert any(e.reason == "NoWorkerCanRun" and e.type == "Warning" for e in events), events
+    waiting = placement_condition(await s.get(s.runs("manager"), "waits-for-room"))
+    assert (waiting["status"], waiting["reason"]) == ("False", "NoWorkerFits"), "busy workers: it waits"
+    assert notes(await s.get(s.runs("manager"), "waits-for-room")).get(PHASE) is None

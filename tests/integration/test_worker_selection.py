@@ -4,6 +4,7 @@ is told so where its user looks, and goes as soon as a worker is labelled to mat
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +14,7 @@ from multikueue.testing import kueue
 from multikueue.testing.objects import pipelinerun
 from multikueue.testing.waiting import eventually
 from tests.integration.scenario import Scenario
+from tests.integration.test_status import _status as status
 
 
 async def _submit(s: Scenario, name: str, selector: str | None = None) -> str:
@@ -45,7 +47,9 @@ async def test_a_run_races_only_on_the_workers_it_selects(scenario: Scenario) ->
     await s.wait(s.runs("worker2"), "us-only", lambda r: r is not None, "the run on worker2")
 
 
-async def test_a_run_no_worker_matches_is_told_why_and_goes_once_a_worker_matches(scenario: Scenario) -> None:
+async def test_a_run_no_worker_matches_is_told_why_and_goes_once_a_worker_matches(
+    scenario: Scenario, tmp_path: Path
+) -> None:
     s = scenario
     await _regions(s)
     wl_name = await _submit(s, "asia", "region=asia")
@@ -66,6 +70,9 @@ async def test_a_run_no_worker_matches_is_told_why_and_goes_once_a_worker_matche
     for worker in ("worker1", "worker2"):
         assert await s.workloads(worker).get(wl_name, s.namespace) is None
     assert not (await s.get(s.workloads("manager"), wl_name))["status"].get("nominatedClusterNames")
+    code, out, _ = await status(s, s.bed.cluster("manager").kubeconfig, "asia", tmp_path)
+    assert code == 0
+    assert f"  why: sent to no worker: {told}" in out, out
 
     await s.label("worker1", region="asia")  # the label change alone brings the run back
     await s.copied(wl_name, "worker1")

@@ -54,6 +54,10 @@ def view(wl: dict[str, Any] | None = None, *workers: WorkerView, obj: Any = RUN)
         ),
         (view(workload()), "waiting for quota on the manager: not looked at by Kueue yet"),
         (
+            view(obj={**RUN, "metadata": {**RUN["metadata"], "annotations": {"multikueue.x-k8s.io/phase": "Failed"}}}),
+            "Failed without a worker (direct mode); `multikueue explain` tells why",
+        ),
+        (
             view(
                 workload(
                     RESERVED,

@@ -85,3 +85,17 @@ def test_no_worker_fits_says_why_and_a_bad_object_selector_is_named() -> None:
     bad = decide(Placement(), [worker("w1")], object_selector="tier in (")
     assert bad.worker is None
     assert bad.message.startswith("no worker fits: annotation multikueue.x-k8s.io/worker-selector: label selector")
+
+
+def test_a_run_no_worker_can_ever_fit_is_told_apart_from_one_that_waits_for_room() -> None:
+    gpu = Placement(worker_selector="gpu")
+    lost = WorkerView("w3", {"gpu": "a100"}, connected=False, serves_kind=True, running=0)
+    assert decide(gpu, [worker("w1"), worker("w2")]).never, "no worker has the label"
+    assert decide(Placement(), [worker("w1")], avoid={"w1": "lost there"}).never
+    assert decide(Placement(), [worker("w1")], object_selector="tier in (").never, "an unreadable selector"
+    assert not decide(gpu, [worker("w1"), lost]).never, "the lost worker may come back"
+    assert not decide(Placement(max_per_worker=1), [worker("w1", 1)]).never, "full: room will free"
+    assert not decide(Placement(tiers=("a=1", "b=1"), max_per_worker=1),
+                      [worker("w1", 1, a="1"), worker("w2", 0, b="1")]).never  # fmt: skip
+    assert not decide(Placement(), []).never, "no workers yet: one may be added"
+    assert not decide(Placement(), [worker("w1")]).never, "placed"

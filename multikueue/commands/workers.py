@@ -1,0 +1,145 @@
+"""``multikueue workers``: the fleet at a glance. Each worker's MultiKueueCluster (connection, credential expiry,
+labels), the configured kinds it serves, and its Kueue's ClusterQueues (usage against nominal quota per flavor and
+resource, Workloads pending and admitted), read from the workers with the user's own access to their Secrets, as
+``status`` reads them. ``render`` and ``as_json`` are pure."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from multikueue.commands.status import WorkerView, worker_kubeconfig
+from multikueue.kube.addresses import MULTIKUEUE_CLUSTERS, GroupVersionKind, Resource
+from multikueue.kube.client import api_client_from_kubeconfig
+from multikueue.kube.discovery import KindUnavailable, discover_resource
+from multikueue.kube.errors import NO_ANSWER, ApiError, CredentialsUnavailable, describe
+from multikueue.kube.resources import Objects
+from multikueue.labels import CREDENTIALS_EXPIRY_ANNOTATION
+
+Object = dict[str, Any]
+CLUSTER_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue", namespaced=False)
+
+
+@dataclass
+class Usage:
+    flavor: str
+    resource: str
+    used: str  # Kueue's quantity, as it writes it
+    nominal: str
+
+
+@dataclass
+class Queue:
+    name: str
+    pending: int
+    reserving: int
+    admitted: int
+    usage: list[Usage] = field(default_factory=list)
+
+
+@dataclass
+class Fleet:
+    name: str
+    connected: str  # the MultiKueueCluster's Active condition: "True", "False" or "Unknown"
+    reason: str = ""
+    message: str = ""
+    credentials_expire: str | None = None  # as the dispatcher recorded it on the MultiKueueCluster
+    labels: dict[str, str] = field(default_factory=dict)
+    kinds: dict[str, bool] = field(default_factory=dict)  # configured kind -> served there
+    queues: list[Queue] = field(default_factory=list)
+    unreadable: str = ""  # why the worker itself could not be read ("" when it was)
+
+
+async def gather(api: Any, secrets_namespace: str, kinds: list[GroupVersionKind],
+                 given: dict[str, Object] | None = None) -> list[Fleet]:  # fmt: skip
+    """Every MultiKueueCluster on the manager and, read with the user's access, its worker."""
+    fleet = []
+    for cluster in sorted(await Objects(api, MULTIKUEUE_CLUSTERS).items(), key=lambda c: c["metadata"]["name"]):
+        entry = from_cluster(cluster)
+        view = WorkerView(entry.name)
+        kubeconfig = (given or {}).get(entry.name) or await worker_kubeconfig(api, view, secrets_namespace)
+        if kubeconfig is None:
+            entry.unreadable = view.unreadable
+        else:
+            await _read_worker(entry, kubeconfig, kinds)
+        fleet.append(entry)
+    return fleet
+
+
+def from_cluster(cluster: Object) -> Fleet:
+    meta = cluster["metadata"]
+    conditions = (cluster.get("status") or {}).get("conditions") or []
+    active: Object = next((c for c in conditions if c.get("type") == "Active"), {})
+    return Fleet(meta["name"], str(active.get("status") or "Unknown"), str(active.get("reason") or ""),
+                 str(active.get("message") or ""), (meta.get("annotations") or {}).get(CREDENTIALS_EXPIRY_ANNOTATION),
+                 dict(meta.get("labels") or {}))  # fmt: skip
+
+
+async def _read_worker(entry: Fleet, kubeconfig: Object, kinds: list[GroupVersionKind]) -> None:
+    try:
+        async with await api_client_from_kubeconfig(kubeconfig) as worker:
+            for gvk in kinds:
+                try:
+                    await discover_resource(worker, gvk)
+                    entry.kinds[f"{gvk.kind}.{gvk.version}.{gvk.group}"] = True
+                except KindUnavailable:
+                    entry.kinds[f"{gvk.kind}.{gvk.version}.{gvk.group}"] = False
+            try:
+                queues = await Objects(worker, CLUSTER_QUEUES).items()
+            except ApiError as e:
+                entry.unreadable = f"ClusterQueues cannot be read: {describe(e)}"
+                return
+            entry.queues = [queue_of(q) for q in sorted(queues, key=lambda q: q["metadata"]["name"])]
+    except (ApiError, CredentialsUnavailable, *NO_ANSWER) as e:  # type: ignore[misc]
+        entry.unreadable = f"cannot be read: {describe(e)}"
+
+
+def queue_of(cluster_queue: Object) -> Queue:
+    """A ClusterQueue's usage (``status.flavorsUsage``) against its nominal quota (``spec.resourceGroups``)."""
+    status = cluster_queue.get("status") or {}
+    used = {(f["name"], r["name"]): str(r.get("total", "0"))
+            for f in status.get("flavorsUsage") or [] for r in f.get("resources") or []}  # fmt: skip
+    usage = [
+        Usage(flavor["name"], resource["name"], used.get((flavor["name"], resource["name"]), "0"),
+              str(resource.get("nominalQuota", "0")))
+        for group in (cluster_queue.get("spec") or {}).get("resourceGroups") or []
+        for flavor in group.get("flavors") or []
+        for resource in flavor.get("resources") or []
+    ]  # fmt: skip
+    pending, reserving, admitted = (int(status.get(k) or 0) for k in ("pendingWorkloads", "reservingWorkloads",
+                                                                        "admittedWorkloads"))  # fmt: skip
+    return Queue(cluster_queue["metadata"]["name"], pending, reserving, admitted, usage)
+
+
+def render(fleet: list[Fleet]) -> str:
+    if not fleet:
+        return "no MultiKueueClusters on the manager"
+    lines: list[str] = []
+    for worker in fleet:
+        lines.extend(_worker_lines(worker))
+    return "\n".join(lines)
+
+
+def _worker_lines(worker: Fleet) -> list[str]:
+    connection = f"Active={worker.connected}" + (f" {worker.reason}" if worker.reason else "")
+    lines = [f"worker {worker.name}: {connection}" + (f": {worker.message}" if worker.message else "")]
+    if worker.labels:
+        lines.append("  labels: " + ", ".join(f"{k}={v}" for k, v in sorted(worker.labels.items())))
+    lines.append(f"  credentials expire: {worker.credentials_expire or 'not known (no expiry recorded)'}")
+    if worker.unreadable:
+        return [*lines, f"  worker: {worker.unreadable}"]
+    if worker.kinds:
+        served = [f"{k}{'' if ok else ' (not served)'}" for k, ok in worker.kinds.items()]
+        lines.append("  kinds: " + ", ".join(served))
+    if not worker.queues:
+        lines.append("  ClusterQueues: none")
+    for queue in worker.queues:
+        lines.append(f"  ClusterQueue {queue.name}: {queue.pending} pending, {queue.reserving} reserving, "
+                     f"{queue.admitted} admitted")  # fmt: skip
+        lines.extend(f"    {u.flavor} {u.resource}: {u.used} of {u.nominal}" for u in queue.usage)
+    return lines
+
+
+def as_json(fleet: list[Fleet]) -> dict[str, Any]:
+    """``-o json``: a List-shaped document, one item per worker, as scripts read kubectl's."""
+    return {"kind": "WorkerList", "items": [asdict(worker) for worker in fleet]}
