@@ -18,6 +18,7 @@ import structlog
 
 from multikueue import owners
 from multikueue.clusters.admissioncheck import AdmissionCheckReconciler
+from multikueue.clusters.queues import WorkerQueues
 from multikueue.clusters.reconciler import ClusterReconciler
 from multikueue.clusters.worker import Worker
 from multikueue.config import Configuration
@@ -153,6 +154,7 @@ class ManagerGeneration:
             config, Objects(api, MULTIKUEUE_CLUSTERS), clusters, secrets, task_group, temp_dir=temp_dir,
             metrics=metrics, profiles=profiles,
         )  # fmt: skip
+        self.worker_queues = WorkerQueues(self._connections)
         self.workload_reconciler = WorkloadReconciler(
             config, api, self.manager_workloads, checks, configs, self._connections,
             self.manager_resources,  # others are discovered on first use
@@ -195,6 +197,8 @@ class ManagerGeneration:
         tg, config = self.task_group, self.config
         tg.start_soon(self.workload_reconciler.writes.run)
         self.metrics.waiting.count = self._waiting_for_a_worker
+        self.metrics.worker_queues.queues = self.worker_queues.current
+        tg.start_soon(self.worker_queues.run)
         self.informers.start(tg)
         for informer in self.own_informers:
             tg.start_soon(informer.run)
@@ -356,6 +360,7 @@ async def serve_manager(
         # After the tasks have stopped, shielded so a cancellation (SIGTERM, lost Lease, reload) still closes every
         # worker client; bounded so a hung worker cannot keep the process alive past its grace period.
         metrics.waiting.count = _none_waiting  # the gauge no longer reads a stopped generation's caches
+        metrics.worker_queues.queues = dict
         if generation is not None:
             with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
                 await generation.close()

@@ -7,11 +7,14 @@ Kueue's two MultiKueue counters keep their names and labels (``multikueue_worklo
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from multikueue.clusterqueues import Queue, quantity_value
 
 # Seconds: dispatch goes through several API round trips; status sync should stay well under a second.
 _LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300)
@@ -35,12 +38,47 @@ class _Waiting(Collector):
         return [family]
 
 
+class _WorkerQueues(Collector):
+    """``multikueue_worker_clusterqueue_*``: each connected worker's ClusterQueues as last listed (``clusters/queues``),
+    usage against nominal quota per flavor and resource, and Workloads by state."""
+
+    def __init__(self) -> None:
+        self.queues: Callable[[], dict[str, list[Queue]]] = dict
+
+    def collect(self) -> list[GaugeMetricFamily]:
+        labels = ["worker", "cluster_queue", "flavor", "resource"]
+        usage = GaugeMetricFamily(
+            "multikueue_worker_clusterqueue_usage",
+            "Quota in use in a worker's ClusterQueue, per flavor and resource.",
+            labels=labels,
+        )
+        nominal = GaugeMetricFamily(
+            "multikueue_worker_clusterqueue_nominal_quota",
+            "A worker ClusterQueue's nominal quota, per flavor and resource.",
+            labels=labels,
+        )
+        workloads = GaugeMetricFamily("multikueue_worker_clusterqueue_workloads",
+                                      "Workloads in a worker's ClusterQueue, by state (pending, reserving, admitted).",
+                                      labels=["worker", "cluster_queue", "state"])  # fmt: skip
+        for worker, queues in sorted(self.queues().items()):
+            for queue in queues:
+                for state in ("pending", "reserving", "admitted"):
+                    workloads.add_metric([worker, queue.name, state], getattr(queue, state))
+                for u in queue.usage:
+                    with contextlib.suppress(ValueError):  # a quantity Kueue would not write
+                        usage.add_metric([worker, queue.name, u.flavor, u.resource], quantity_value(u.used))
+                        nominal.add_metric([worker, queue.name, u.flavor, u.resource], quantity_value(u.nominal))
+        return [usage, nominal, workloads]
+
+
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
         self.waiting = _Waiting()  # the controllers set ``waiting.count``
         r.register(self.waiting)
+        self.worker_queues = _WorkerQueues()  # the manager generation sets ``worker_queues.queues``
+        r.register(self.worker_queues)
         self.workloads_dispatched = Counter(
             "multikueue_workloads_dispatched_total",
             "Workload copies created on workers (Kueue's name).",

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from multikueue.kube.addresses import WORKLOADS, GroupVersionKind
+from multikueue.kube.addresses import CLUSTER_QUEUES, WORKLOADS, GroupVersionKind
 from multikueue.kube.resources import Objects
 from multikueue.runtime.informer import ObjectKey
 
@@ -109,6 +109,12 @@ class Worker:
             reason = connection.kind_errors.get(gvk, "not discovered yet" if connection.api else "not connected")
             raise KindNotServed(f"{gvk.kind} is unavailable on worker {self.name}: {reason}")
         return Objects(connection.api, resource)
+
+    def cluster_queues(self) -> Objects:
+        """The worker Kueue's ClusterQueues (read for the fleet metrics)."""
+        if self._connection.api is None:
+            raise KindNotServed(f"ClusterQueue is unavailable on worker {self.name}: not connected")
+        return Objects(self._connection.api, CLUSTER_QUEUES)
 
     def workload_objects(self) -> Objects:
         """Writes to Workloads on the worker."""

@@ -8,8 +8,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from multikueue.clusterqueues import Queue, queue_of
 from multikueue.commands.status import WorkerView, worker_kubeconfig
-from multikueue.kube.addresses import MULTIKUEUE_CLUSTERS, GroupVersionKind, Resource
+from multikueue.kube.addresses import CLUSTER_QUEUES, MULTIKUEUE_CLUSTERS, GroupVersionKind
 from multikueue.kube.client import api_client_from_kubeconfig
 from multikueue.kube.discovery import KindUnavailable, discover_resource
 from multikueue.kube.errors import NO_ANSWER, ApiError, CredentialsUnavailable, describe
@@ -17,24 +18,6 @@ from multikueue.kube.resources import Objects
 from multikueue.labels import CREDENTIALS_EXPIRY_ANNOTATION
 
 Object = dict[str, Any]
-CLUSTER_QUEUES = Resource("kueue.x-k8s.io", "v1beta2", "clusterqueues", "ClusterQueue", namespaced=False)
-
-
-@dataclass
-class Usage:
-    flavor: str
-    resource: str
-    used: str  # Kueue's quantity, as it writes it
-    nominal: str
-
-
-@dataclass
-class Queue:
-    name: str
-    pending: int
-    reserving: int
-    admitted: int
-    usage: list[Usage] = field(default_factory=list)
 
 
 @dataclass
@@ -92,23 +75,6 @@ async def _read_worker(entry: Fleet, kubeconfig: Object, kinds: list[GroupVersio
             entry.queues = [queue_of(q) for q in sorted(queues, key=lambda q: q["metadata"]["name"])]
     except (ApiError, CredentialsUnavailable, *NO_ANSWER) as e:  # type: ignore[misc]
         entry.unreadable = f"cannot be read: {describe(e)}"
-
-
-def queue_of(cluster_queue: Object) -> Queue:
-    """A ClusterQueue's usage (``status.flavorsUsage``) against its nominal quota (``spec.resourceGroups``)."""
-    status = cluster_queue.get("status") or {}
-    used = {(f["name"], r["name"]): str(r.get("total", "0"))
-            for f in status.get("flavorsUsage") or [] for r in f.get("resources") or []}  # fmt: skip
-    usage = [
-        Usage(flavor["name"], resource["name"], used.get((flavor["name"], resource["name"]), "0"),
-              str(resource.get("nominalQuota", "0")))
-        for group in (cluster_queue.get("spec") or {}).get("resourceGroups") or []
-        for flavor in group.get("flavors") or []
-        for resource in flavor.get("resources") or []
-    ]  # fmt: skip
-    pending, reserving, admitted = (int(status.get(k) or 0) for k in ("pendingWorkloads", "reservingWorkloads",
-                                                                        "admittedWorkloads"))  # fmt: skip
-    return Queue(cluster_queue["metadata"]["name"], pending, reserving, admitted, usage)
 
 
 def render(fleet: list[Fleet]) -> str:

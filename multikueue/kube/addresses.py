@@ -55,6 +55,7 @@ KUEUE = "kueue.x-k8s.io"
 WORKLOADS = Resource(KUEUE, "v1beta2", "workloads", "Workload")
 ADMISSION_CHECKS = Resource(KUEUE, "v1beta2", "admissionchecks", "AdmissionCheck", namespaced=False)
 MULTIKUEUE_CLUSTERS = Resource(KUEUE, "v1beta2", "multikueueclusters", "MultiKueueCluster", namespaced=False)
+CLUSTER_QUEUES = Resource(KUEUE, "v1beta2", "clusterqueues", "ClusterQueue", namespaced=False)
 MULTIKUEUE_CONFIGS = Resource(KUEUE, "v1beta2", "multikueueconfigs", "MultiKueueConfig", namespaced=False)
 RESOURCE_FLAVORS = Resource(KUEUE, "v1beta2", "resourceflavors", "ResourceFlavor", namespaced=False)
 # SIG-Multicluster's cluster inventory API (sigs.k8s.io/cluster-inventory-api), the version Kueue v0.19 reads.

@@ -119,6 +119,10 @@ async def test_a_real_prometheus_finds_data_for_every_alert_and_dashboard_expres
     scenario: Scenario, prometheus: str
 ) -> None:
     s = scenario
+    # A ClusterQueue on worker2, for the fleet panel (listed every 30 s; the scrape waits below cover it).
+    fleet = f"{s.namespace}-fleet"
+    await kueue.queues(s.api["worker2"], s.namespace, local_queue="fleet", cluster_queue=fleet, flavor=fleet,
+                       check=None, quota={"cpu": "8"}, namespace_selector={})  # fmt: skip
     # Something to measure: a run dispatched, admitted, its status mirrored, finished; then a worker's API server
     # gone for a moment (failed requests to it).
     wl_name = await s.run_to_the_end("watched", "worker2")

@@ -46,6 +46,16 @@ async def test_the_fleet_shows_each_workers_connection_kinds_and_queues(scenario
                  "pendingWorkloads": 4, "reservingWorkloads": 3, "admittedWorkloads": 3}  # fmt: skip
         await queues.patch_status(queue, {"status": usage})
 
+        # The dispatcher's fleet metrics: the poll its generation runs every 30 s, run once here.
+        assert s.manager is not None
+        await s.manager.generation.worker_queues.poll()
+        registry, labels = s.manager.metrics.registry, {"worker": s.names["worker1"], "cluster_queue": queue}
+        sample = registry.get_sample_value
+        assert sample("multikueue_worker_clusterqueue_usage", {**labels, "flavor": "default", "resource": "cpu"}) == 3
+        assert sample("multikueue_worker_clusterqueue_nominal_quota",
+                      {**labels, "flavor": "default", "resource": "cpu"}) == 8  # fmt: skip
+        assert sample("multikueue_worker_clusterqueue_workloads", {**labels, "state": "pending"}) == 4
+
         code, out, err = await _workers(s, tmp_path)
         assert code == 0, err
         w1, w2 = s.names["worker1"], s.names["worker2"]

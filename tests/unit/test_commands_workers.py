@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from multikueue.commands.workers import Fleet, as_json, from_cluster, queue_of, render
+import pytest
+
+from multikueue.clusterqueues import quantity_value, queue_of
+from multikueue.commands.workers import Fleet, as_json, from_cluster, render
 
 CLUSTER_QUEUE: dict[str, Any] = {
     "metadata": {"name": "cq"},
@@ -55,3 +58,11 @@ def test_the_fleet_as_text_and_as_json() -> None:
     assert document["items"][0]["queues"][0]["usage"][0] == {"flavor": "default", "resource": "cpu", "used": "2",
                                                              "nominal": "8"}  # fmt: skip
     assert render([]) == "no MultiKueueClusters on the manager"
+
+
+def test_quantities_are_read_as_kubernetes_writes_them() -> None:
+    assert [quantity_value(q) for q in ("8", "500m", "16Gi", "1k", "2.5", "1e3", "100Mi")] == [
+        8, 0.5, 16 * 2**30, 1000, 2.5, 1000, 100 * 2**20,
+    ]  # fmt: skip
+    with pytest.raises(ValueError, match="not a quantity"):
+        quantity_value("eight")
