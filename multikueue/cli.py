@@ -15,6 +15,21 @@ from multikueue import __version__
 from multikueue.shutdown import DEFAULT_SHUTDOWN_DELAY, drain_delay
 
 
+def _access_flags(parser: argparse.ArgumentParser) -> None:
+    """The manager, the workers (through their Secrets, or the user's own kubeconfigs) and the dispatcher's
+    configuration, for the commands that read a fleet with the user's own access."""
+    parser.add_argument("--kubeconfig", help="kubeconfig of the manager cluster (default: $KUBECONFIG)")
+    parser.add_argument("--context", help="context in --kubeconfig")
+    parser.add_argument("--secrets-namespace", default="multikueue-system",
+                        help="where the workers' kubeconfig Secrets are")  # fmt: skip
+    parser.add_argument("--worker-kubeconfig", action="append", default=[], metavar="WORKER=PATH",
+                        help="read this worker with your own kubeconfig instead of its Secret")  # fmt: skip
+    parser.add_argument("--config-file", help="the dispatcher's configuration (default: its ConfigMap)")
+    parser.add_argument("--config-namespace", default="multikueue-system", help="namespace of the ConfigMap")
+    parser.add_argument("--config-name", default="multikueue-config", help="name of the ConfigMap")
+    parser.add_argument("--config-key", default="controller_manager_config.yaml", help="key in the ConfigMap")
+
+
 def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="multikueue",
@@ -140,33 +155,13 @@ def _build_parser() -> argparse.ArgumentParser:
         help="the run's pods on the worker, a label selector ({name}, {namespace} filled in); default: the kind's "
         "podSelector in the dispatcher's configuration",
     )
-    logs_command.add_argument("--kubeconfig", help="kubeconfig of the manager cluster (default: $KUBECONFIG)")
-    logs_command.add_argument("--context", help="context in --kubeconfig")
-    logs_command.add_argument(
-        "--secrets-namespace", default="multikueue-system", help="where the workers' kubeconfig Secrets are"
-    )
-    logs_command.add_argument("--worker-kubeconfig", action="append", default=[], metavar="WORKER=PATH",
-                              help="read this worker with your own kubeconfig instead of its Secret")  # fmt: skip
-    logs_command.add_argument("--config-file", help="the dispatcher's configuration (default: its ConfigMap)")
-    logs_command.add_argument("--config-namespace", default="multikueue-system", help="namespace of the ConfigMap")
-    logs_command.add_argument("--config-name", default="multikueue-config", help="name of the ConfigMap")
-    logs_command.add_argument("--config-key", default="controller_manager_config.yaml", help="key in the ConfigMap")
+    _access_flags(logs_command)
 
     workers = commands.add_parser(
         "workers", help="the fleet: each worker's connection, credential expiry, kinds served and ClusterQueues"
     )
     workers.add_argument("-o", "--output", choices=("text", "json"), default="text", help="text (default) or json")
-    workers.add_argument("--kubeconfig", help="kubeconfig of the manager cluster (default: $KUBECONFIG)")
-    workers.add_argument("--context", help="context in --kubeconfig")
-    workers.add_argument(
-        "--secrets-namespace", default="multikueue-system", help="where the workers' kubeconfig Secrets are"
-    )
-    workers.add_argument("--worker-kubeconfig", action="append", default=[], metavar="WORKER=PATH",
-                         help="read this worker with your own kubeconfig instead of its Secret")  # fmt: skip
-    workers.add_argument("--config-file", help="the dispatcher's configuration, for its kinds (default: its ConfigMap)")
-    workers.add_argument("--config-namespace", default="multikueue-system", help="namespace of the ConfigMap")
-    workers.add_argument("--config-name", default="multikueue-config", help="name of the ConfigMap")
-    workers.add_argument("--config-key", default="controller_manager_config.yaml", help="key in the ConfigMap")
+    _access_flags(workers)
 
     demo = commands.add_parser(
         "demo", help="three local clusters, the shipped manifests, and one PipelineRun dispatched end to end"
@@ -404,26 +399,18 @@ def _status(args: argparse.Namespace) -> int:
 
 async def _pod_selector(api: Any, args: argparse.Namespace, gvk: Any) -> str:
     """``--selector``, else the kind's ``podSelector`` in the dispatcher's configuration (file or ConfigMap)."""
-    import anyio
-
     from multikueue.commands.logs import LogsUnavailable
-    from multikueue.config import parse_configuration
-    from multikueue.kube import core
 
     if args.selector:
         return str(args.selector)
     where = args.config_file or f"ConfigMap {args.config_namespace}/{args.config_name}"
     try:
-        if args.config_file:
-            text = await anyio.Path(args.config_file).read_text()
-        else:
-            text = (await core.config_map_data(api, args.config_namespace, args.config_name))[args.config_key]
-        selector = parse_configuration(text).adapter(gvk).pod_selector
+        selector = (await _configuration(api, args)).adapter(gvk).pod_selector
     except Exception as e:  # unreadable, absent or invalid: the same answer, naming where and why
         raise LogsUnavailable(f"no pod selector: cannot read the configuration ({where}): {e}; give --selector") from e
     if not selector:
         raise LogsUnavailable(f"no podSelector for {args.kind} in the configuration ({where}); give --selector")
-    return selector
+    return str(selector)
 
 
 def _logs(args: argparse.Namespace) -> int:
@@ -440,20 +427,25 @@ def _logs(args: argparse.Namespace) -> int:
     return _run_on_a_run("logs", args, body)
 
 
-async def _configured_kinds(api: Any, args: argparse.Namespace) -> list[Any]:
-    """The kinds in the dispatcher's configuration (file or ConfigMap); none, said in one line, when unreadable."""
+async def _configuration(api: Any, args: argparse.Namespace) -> Any:
+    """The dispatcher's configuration: ``--config-file``, else its ConfigMap on the manager."""
     import anyio
 
     from multikueue.config import parse_configuration
     from multikueue.kube import core
 
+    if args.config_file:
+        text = await anyio.Path(args.config_file).read_text()
+    else:
+        text = (await core.config_map_data(api, args.config_namespace, args.config_name))[args.config_key]
+    return parse_configuration(text)
+
+
+async def _configured_kinds(api: Any, args: argparse.Namespace) -> list[Any]:
+    """The kinds in the dispatcher's configuration (file or ConfigMap); none, said in one line, when unreadable."""
     where = args.config_file or f"ConfigMap {args.config_namespace}/{args.config_name}"
     try:
-        if args.config_file:
-            text = await anyio.Path(args.config_file).read_text()
-        else:
-            text = (await core.config_map_data(api, args.config_namespace, args.config_name))[args.config_key]
-        return list(parse_configuration(text).multi_kueue.gvks)
+        return list((await _configuration(api, args)).multi_kueue.gvks)
     except Exception as e:  # unreadable, absent or invalid: the fleet is still shown, without its kinds
         print(f"multikueue workers: kinds not checked: cannot read the configuration ({where}): {e}", file=sys.stderr)
         return []
