@@ -55,5 +55,8 @@ def quantity_value(text: str) -> float:
     if match is None:
         raise ValueError(f"not a quantity: {text!r}")
     number, suffix = match.group(1), match.group(2) or ""
-    scale = Decimal(f"1{suffix}") if suffix[:1] in ("e", "E") else Decimal(_SUFFIX[suffix])
-    return float(Decimal(number) * scale)
+    try:
+        scale = Decimal(f"1{suffix}") if suffix[:1] in ("e", "E") else Decimal(_SUFFIX[suffix])
+        return float(Decimal(number) * scale)
+    except ArithmeticError:  # decimal.InvalidOperation: "1.2.3"
+        raise ValueError(f"not a quantity: {text!r}") from None

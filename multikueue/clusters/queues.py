@@ -51,4 +51,10 @@ class WorkerQueues:
             except (KubeError, KindNotServed):
                 continue  # not answering (the connection's own probe tells) or gone meanwhile
             self.refused.discard(name)
-            self.seen[name] = [queue_of(q) for q in listed]
+            try:
+                self.seen[name] = [queue_of(q) for q in listed]
+            except (KeyError, TypeError, ValueError) as e:  # not what Kueue writes: that worker is left out
+                self.seen.pop(name, None)
+                log.warning(
+                    "worker ClusterQueues unreadable: left out of the queue metrics", cluster=name, error=str(e)
+                )

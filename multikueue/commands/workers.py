@@ -13,7 +13,7 @@ from multikueue.commands.status import WorkerView, worker_kubeconfig
 from multikueue.kube.addresses import CLUSTER_QUEUES, MULTIKUEUE_CLUSTERS, GroupVersionKind
 from multikueue.kube.client import api_client_from_kubeconfig
 from multikueue.kube.discovery import KindUnavailable, discover_resource
-from multikueue.kube.errors import NO_ANSWER, ApiError, CredentialsUnavailable, describe
+from multikueue.kube.errors import NO_ANSWER, ApiError, CredentialsUnavailable, KubeconfigError, describe
 from multikueue.kube.resources import Objects
 from multikueue.labels import CREDENTIALS_EXPIRY_ANNOTATION
 
@@ -75,6 +75,8 @@ async def _read_worker(entry: Fleet, kubeconfig: Object, kinds: list[GroupVersio
             entry.queues = [queue_of(q) for q in sorted(queues, key=lambda q: q["metadata"]["name"])]
     except (ApiError, CredentialsUnavailable, *NO_ANSWER) as e:  # type: ignore[misc]
         entry.unreadable = f"cannot be read: {describe(e)}"
+    except KubeconfigError as e:  # one worker's unusable kubeconfig: said there, the fleet still shown
+        entry.unreadable = f"its kubeconfig cannot be used: {e}"
 
 
 def render(fleet: list[Fleet]) -> str:

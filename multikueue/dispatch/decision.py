@@ -29,7 +29,7 @@ from typing import Any
 from multikueue import specdigest
 from multikueue.config import DISPATCHER_ALL_AT_ONCE, DISPATCHER_INCREMENTAL
 from multikueue.dispatch import workload_state as wl
-from multikueue.dispatch.placement import Selection
+from multikueue.dispatch.placement import NO_WORKER_MATCHES, Selection
 
 Object = dict[str, Any]
 UNEXPECTED_READY = "Admission check is Ready but no admitting cluster is recorded; this is unexpected, please report it"
@@ -308,7 +308,7 @@ def _nominate(group: Group) -> Step:
     known = [c for c in group.connected if group.serving.get(c) is not None]
     remove_from = tuple(c for c in known if c not in nominated and c in group.worker_copies)
     missing = tuple(c for c in nominated if c not in group.connected)
-    unmatched = group.selection.message(group.clusters)
+    unmatched = group.selection.message(group.clusters) or _selected_none_serving(group)
     reasons = _never_admitted(group, nominated) if group.inadmissible_timeout is not None else None
     if reasons is not None and group.inadmissible_timeout is not None:
         waited = group.now - group.inadmissible_since if group.inadmissible_since is not None else 0.0
@@ -316,6 +316,17 @@ def _nominate(group: Group) -> Step:
             return GiveUp(reasons)
         requeue = min(requeue or math.inf, group.inadmissible_timeout - waited)
     return Nominate(nominated, patch, copy_to, remove_from, missing, requeue, started, unmatched, reasons is not None)
+
+
+def _selected_none_serving(group: Group) -> str | None:
+    """The run selects workers, and every one it selects lacks the kind's CRD: said, never a silent wait."""
+    if not group.selection.selectors:
+        return None
+    allowed = [c for c in group.clusters if group.selection.allows(c)]
+    if not allowed or any(group.serving.get(c) is not False for c in allowed):
+        return None
+    return (f"{NO_WORKER_MATCHES} ({group.selection.selectors}): the workers it selects do not serve the kind: "
+            f"{', '.join(allowed)}")  # fmt: skip
 
 
 def _never_admitted(group: Group, nominated: tuple[str, ...]) -> dict[str, str] | None:

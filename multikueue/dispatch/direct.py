@@ -249,9 +249,9 @@ class DirectReconciler:
             self.waiting[gvk].add(key[1])
             await self._tell(gvk, obj, "False", NO_WORKER_FITS, decision.message, event_type="Warning")
             return Result(requeue_after=timeout - waited)
-        self.unfit_since.pop(key, None)
-        self.waiting[gvk].discard(key[1])
         obj = await self._annotate(gvk, obj, {PLACEMENT_PHASE: FAILED})
+        self.unfit_since.pop(key, None)  # after the write: a failed one is retried, the clock still run out
+        self.waiting[gvk].discard(key[1])
         message = f"no worker can run it (for {timeout:g}s, inadmissibleTimeout): {decision.message}"
         await self._tell(gvk, obj, "False", NO_WORKER_CAN_RUN, message, event_type="Warning")
         return Result()
@@ -410,7 +410,7 @@ class DirectReconciler:
                     name,
                     dict(cluster["metadata"].get("labels") or {}),
                     connected=worker is not None and worker.connected,
-                    serves_kind=worker is not None and worker.serves(gvk) is True,
+                    serves_kind=worker.serves(gvk) if worker is not None else False,
                     running=running.get(name, 0),
                 )
             )

@@ -26,7 +26,7 @@ class WorkerView:
     name: str
     labels: dict[str, str]
     connected: bool
-    serves_kind: bool
+    serves_kind: bool | None  # None: not known yet (discovery pending or failing), never read as absent
     running: int  # objects of this kind placed there and not finished
 
 
@@ -96,7 +96,7 @@ def _verdict(worker: WorkerView, kind_selector: Selector, own: Selector | None, 
              limit: int | None, tiers: list[Selector]) -> Verdict:  # fmt: skip
     reason = _rejection(worker, kind_selector, own, avoid, limit)
     if reason is not None:
-        busy = not worker.connected or reason.startswith("full (")  # back, or room freed, soon
+        busy = not worker.connected or worker.serves_kind is None or reason.startswith("full (")  # may change soon
         return Verdict(worker.name, False, reason, lasting=not busy)
     tier = next((i for i, t in enumerate(tiers) if t.matches(worker.labels)), None)
     if tiers and tier is None:
@@ -122,6 +122,8 @@ def _rejection(
 ) -> str | None:
     if not worker.connected:
         return "not connected"
+    if worker.serves_kind is None:
+        return "not known yet to serve this kind"
     if not worker.serves_kind:
         return "does not serve this kind"
     if worker.name in avoid:

@@ -161,6 +161,8 @@ class WorkloadReconciler:
         found = self._our_check(workload)
         if found is None or found[1].get("state") == wl.REJECTED:
             self.deleted.pop(key, None)
+            if deleted:  # never dispatched here (or given up): only what is kept per Workload key goes
+                self._forget_key(key)
             return Result()
         check_name, _, clusters = found
         found_adapter = await self._adapter_for(workload, check_name, deleted)
@@ -216,14 +218,15 @@ class WorkloadReconciler:
     def _forget(self, key: ObjectKey, gvk: GroupVersionKind, obj_key: ObjectKey) -> None:
         """A deleted Workload's copies are gone: drop what was remembered about it."""
         self.deleted.pop(key, None)
-        self.rounds.pop(key, None)
         self.mirror.forget(gvk, obj_key)
-        self.surfaced.pop(key, None)
-        self.surfaced_at.pop(key, None)
-        self.selective.discard(key)
-        self.inadmissible.pop(key, None)
+        self._forget_key(key)
         for worker in self.connections().values():
             worker.forget(key)
+
+    def _forget_key(self, key: ObjectKey) -> None:
+        for kept in (self.rounds, self.surfaced, self.surfaced_at, self.inadmissible):
+            kept.pop(key, None)
+        self.selective.discard(key)
 
     # ------------------------------------------------------------------------------------ the steps
 
@@ -425,9 +428,9 @@ class WorkloadReconciler:
     async def _give_up(self, step: decision.GiveUp, work: _Pass) -> None:
         """No worker's Kueue can ever admit the run (``inadmissibleTimeout``): the check is Rejected with each
         worker's reason (Kueue then deactivates the Workload and releases its quota), said in Events too."""
-        self.inadmissible.pop(work.key, None)
         log.warning("no worker's Kueue can admit the run: rejected", workload=str(work.key), reasons=dict(step.reasons))
         await self._set_check(work.workload, work.check, wl.REJECTED, step.message)
+        self.inadmissible.pop(work.key, None)  # after the write: a failed one is retried, the clock still run out
         await self._event(work.workload, "Warning", step.message)
         await self._object_event(work.adapter, work.obj, "Warning", step.message, reason="NoWorkerCanAdmit")
 

@@ -130,8 +130,19 @@ def earliest_true(workloads: dict[str, Object], condition_type: str) -> tuple[st
 
 
 # Kueue's QuotaReserved=False reasons for a Workload its ClusterQueue can never admit as configured (the granular
-# reasons, gate UnadmittedWorkloadsObservability), and what its messages say with the gate off (reason Pending).
+# reasons, gate UnadmittedWorkloadsObservability; Misconfigured also covers a queue being recreated, which the
+# timeout rides out), and what its messages say with the gate off (reason Pending, or Inadmissible for a queue).
 NEVER_ADMITTED_REASONS = frozenset({"ExceedsMaxQuota", "NoMatchingFlavor", "Misconfigured"})
+GRANULAR_REASONS = NEVER_ADMITTED_REASONS | {
+    "WaitingForQuota",
+    "TopologyPlacementFailed",
+    "Suspended",
+    "WaitingForPreemptedWorkloads",
+    "WaitingForPodsReady",
+    "PendingEvaluation",
+}
+# One flavor may be too small while another is only busy: Kueue lists each flavor it tried in one message.
+FOR_NOW_MESSAGES = ("insufficient unused quota", "more needed", "preempt", "is inactive", "is stopped")
 NEVER_ADMITTED_MESSAGES = (
     "> maximum capacity",  # insufficient quota ... request (10) > maximum capacity (8): more than nominal + borrowing
     "unavailable in ClusterQueue",  # resource X unavailable in ClusterQueue: no flavor covers it
@@ -147,9 +158,13 @@ def never_admitted(worker_copy: Object | None) -> str | None:
     if reserved.get("status") != "False":
         return None
     reason, message = str(reserved.get("reason") or ""), str(reserved.get("message") or "")
-    if reason in NEVER_ADMITTED_REASONS or any(m in message for m in NEVER_ADMITTED_MESSAGES):
-        return f"{reason}: {message}" if message else reason
-    return None
+    if reason in GRANULAR_REASONS:  # the reason says it: trusted alone
+        never = reason in NEVER_ADMITTED_REASONS
+    else:
+        never = any(m in message for m in NEVER_ADMITTED_MESSAGES) and not any(m in message for m in FOR_NOW_MESSAGES)
+    if not never:
+        return None
+    return f"{reason}: {message}" if message else reason
 
 
 def waits_for_a_fit(workload: Object, state: Object, copies: list[Object | None]) -> bool:

@@ -153,11 +153,12 @@ async def submit_pipelinerun(api: ApiClient, namespace: str, name: str, *, check
     return wl_name
 
 
-async def pending(api: ApiClient, name: str, namespace: str, message: str) -> Object:
-    """Kueue's scheduler failing to fit a Workload: QuotaReserved=False, reason Pending, with its explanation."""
+async def pending(api: ApiClient, name: str, namespace: str, message: str, *, reason: str = "Pending") -> Object:
+    """Kueue's scheduler failing to fit a Workload: QuotaReserved=False, reason Pending (Inadmissible for a queue
+    that does not exist), with its explanation."""
 
     def change(workload: Object) -> Object:
-        condition = {"type": "QuotaReserved", "status": "False", "reason": "Pending", "message": message}
+        condition = {"type": "QuotaReserved", "status": "False", "reason": reason, "message": message}
         return {"conditions": set_condition(_status(workload).get("conditions"), condition)}
 
     return await _patch_status(api, name, namespace, change)

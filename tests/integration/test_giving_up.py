@@ -27,16 +27,16 @@ async def test_a_run_no_workers_kueue_can_admit_gives_up_and_a_busy_one_waits(sc
     s = scenario
     _, busy = await s.submit("busy")  # first: its clock starts no later than the other's
     _, never = await s.submit("never")
-    for workload, worker2_says in ((busy, BUSY), (never, NO_QUEUE)):
+    for workload, (says, reason) in ((busy, (BUSY, "Pending")), (never, (NO_QUEUE, "Inadmissible"))):
         name = workload["metadata"]["name"]
         await s.copied(name)
         await kueue.pending(s.api["worker1"], name, s.namespace, EXCEEDS)
-        await kueue.pending(s.api["worker2"], name, s.namespace, worker2_says)
+        await kueue.pending(s.api["worker2"], name, s.namespace, says, reason=reason)
 
     w1, w2 = s.names["worker1"], s.names["worker2"]
     told = (
         f'No worker\'s Kueue can admit the workload: worker "{w1}": Pending: {EXCEEDS}; '
-        f'worker "{w2}": Pending: {NO_QUEUE}'
+        f'worker "{w2}": Inadmissible: {NO_QUEUE}'
     )
     rejected = await s.check_state(never["metadata"]["name"], state="Rejected", message=told)
     assert rejected["status"]["admissionChecks"][0]["message"] == f'{told}, Previously: "Pending"'

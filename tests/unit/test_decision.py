@@ -587,3 +587,14 @@ def test_giving_up_names_each_worker_and_its_reason() -> None:
         "No worker's Kueue can admit the workload: "
         'worker "w1": ExceedsMaxQuota: too big; worker "w2": Misconfigured: LocalQueue q doesn\'t exist'
     )
+
+
+def test_a_run_whose_selected_workers_lack_the_kind_is_told_so() -> None:
+    given = group(workload(RESERVED), selection=selected("region=us"), serving={"w1": True, "w2": False})
+    step = d.decide(given)
+    assert isinstance(step, d.Nominate)
+    assert step.nominated == ()
+    assert step.unmatched == (
+        "No worker matches the run's worker selection (the object's worker-selector \"region=us\"): "
+        "the workers it selects do not serve the kind: w2"
+    )

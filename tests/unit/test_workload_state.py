@@ -91,6 +91,11 @@ def test_a_run_waits_for_a_fit_only_when_every_nominated_workers_kueue_cannot_fi
          "more needed", False),
         ("WaitingForQuota", "insufficient unused quota", False),
         ("Suspended", "ClusterQueue cq is inactive", False),  # a stopped queue may be started again
+        # One flavor too small, another only busy: it may be admitted on the second.
+        ("Pending", "couldn't assign flavors to pod set main: insufficient quota for cpu in flavor spot, previously "
+         "considered podsets requests (0) + current podset request (10) > maximum capacity (8), insufficient unused "
+         "quota for cpu in flavor on-demand, 2 more needed", False),
+        ("WaitingForQuota", "request (10) > maximum capacity (8)", False),  # a granular reason is trusted alone
     ],
 )  # fmt: skip
 def test_what_a_workers_kueue_says_it_can_never_admit(reason: str, message: str, never: bool) -> None:
