@@ -658,6 +658,9 @@ class Adapter(ExternalFramework):
     # The run's pods on its worker, for `multikueue logs`: a label selector, {name} and {namespace} filled in
     # (PipelineRun: tekton.dev/pipelineRun={name}).
     pod_selector: str | None = None
+    # Kueue mode: a finished run's object (and through it its pods, for `multikueue logs`) is kept on its worker
+    # this long after the manager Workload finished; its Workload copy goes at once (no quota held). Unset: at once.
+    retention: Duration | None = None
 
     @classmethod
     def defaults(cls, gvk: GroupVersionKind) -> Adapter:

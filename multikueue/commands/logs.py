@@ -13,7 +13,7 @@ from typing import Any
 
 import anyio
 
-from multikueue.commands.status import RunView, WorkerView, why, worker_kubeconfig
+from multikueue.commands.status import RunView, WorkerView, finished, why, worker_kubeconfig
 from multikueue.kube import core
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
 from multikueue.labels import PLACEMENT_WORKER
@@ -57,6 +57,9 @@ async def stream(api: ApiClient, view: RunView, request: Request, out: Callable[
         targets = [(p["metadata"]["name"], c) for p in found for c in containers(p, request.container)]
         if not targets:
             what = f"container {request.container} in " if request.container and found else ""
+            if not found and finished(view):
+                raise LogsUnavailable(f"{why(view)}; its pods on worker {worker.name} are gone (the kind's retention "
+                                      "keeps a finished run's object, and its pods, for a while)")  # fmt: skip
             raise LogsUnavailable(f"no {what}pods of {view.gvk.kind} {request.namespace}/{request.name} on worker "
                                   f"{worker.name} (selector {selector}): {why(view)}")  # fmt: skip
         async with anyio.create_task_group() as tg:

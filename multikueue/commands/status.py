@@ -156,6 +156,12 @@ def _is(obj: Object | None, kind: str) -> bool:
     return _condition(obj, kind).get("status") == "True"
 
 
+def finished(view: RunView) -> bool:
+    """The run is over (Kueue mode: its Workload finished; Direct mode: its phase)."""
+    notes = ((view.obj or {}).get("metadata") or {}).get("annotations") or {}
+    return _is(view.workload, FINISHED) or notes.get(PLACEMENT_PHASE) in ("Finished", "Failed")
+
+
 def why(view: RunView) -> str:
     """Where the run stands, in one sentence a user can act on."""
     if view.obj is None:

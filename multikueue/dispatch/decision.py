@@ -57,6 +57,7 @@ class Group:
     round_started: float | None = None  # Incremental: when this Workload's current round began
     round_length: float = 300.0
     step_size: int = 3
+    retained_for: float = 0.0  # finished: how much longer the kind's retention keeps the run's object on its worker
     selection: Selection = field(default_factory=Selection)  # the workers the run may not be nominated to
     inadmissible_timeout: float | None = None  # give up on a run no worker's Kueue can ever admit (None: never)
     inadmissible_since: float | None = None  # since when every worker's Kueue has said so (this process's clock)
@@ -84,6 +85,7 @@ class Wait:
 @dataclass(frozen=True)
 class RemoveEverywhere:
     requeue_after: float | None = None
+    keep_objects: bool = False  # finished, within the kind's retention: only the Workload copies go
 
 
 @dataclass(frozen=True)
@@ -191,6 +193,8 @@ Step = (
 def decide(group: Group) -> Step:
     """The one step this pass takes, in Kueue's order (see the module's docstring)."""
     workload = group.workload
+    if wl.is_true(workload, wl.FINISHED) and group.retained_for > 0:
+        return RemoveEverywhere(group.retained_for, keep_objects=True)
     if wl.is_true(workload, wl.FINISHED) or not wl.is_true(workload, wl.QUOTA_RESERVED):
         return RemoveEverywhere(group.lost_timeout if group.unavailable else None)
     for rule in (_finished, _evicted, _stale_copy, _winner):

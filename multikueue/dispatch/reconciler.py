@@ -276,6 +276,7 @@ class WorkloadReconciler:
             round_started=self.rounds.get(ObjectKey.of(workload)),
             round_length=self.config.dispatcher.incremental_round_timeout,
             step_size=incremental.step_size if incremental else 3,
+            retained_for=wl.retained_for(workload, adapter.options.retention, datetime.datetime.now(datetime.UTC)),
             selection=self._selection(workload, adapter, obj, clusters),
             inadmissible_timeout=self.config.dispatcher.inadmissible_timeout,
             inadmissible_since=self.inadmissible.get(ObjectKey.of(workload)),
@@ -302,9 +303,9 @@ class WorkloadReconciler:
         match step:
             case decision.Wait(requeue_after=after):
                 return Result(requeue_after=after)
-            case decision.RemoveEverywhere(requeue_after=after):
+            case decision.RemoveEverywhere(requeue_after=after, keep_objects=keep):
                 self.rounds.pop(work.key, None)
-                await self._remove_everywhere(work.connected, work.adapter, work.obj_key, work.key)
+                await self._remove_everywhere(work.connected, work.adapter, work.obj_key, work.key, keep_objects=keep)
                 return Result(requeue_after=after)
             case decision.ResetOutOfSync():
                 await self._set_check(work.workload, work.check, wl.RETRY, step.message)
@@ -519,10 +520,16 @@ class WorkloadReconciler:
         log.info("workload copied to worker", cluster=cluster, workload=str(key))
 
     async def _remove_everywhere(
-        self, connected: dict[str, Worker], adapter: GenericAdapter, obj_key: ObjectKey, key: ObjectKey
-    ) -> None:
-        """Remove the copies from every connected worker at once; a failure is retried (after all were tried)."""
-        writes = {c: functools.partial(self._remove_from_worker, c, adapter, obj_key, key) for c in connected}
+        self, connected: dict[str, Worker], adapter: GenericAdapter, obj_key: ObjectKey, key: ObjectKey,
+        *, keep_objects: bool = False,
+    ) -> None:  # fmt: skip
+        """Remove the copies from every connected worker at once; a failure is retried (after all were tried). With
+        ``keep_objects`` (a finished run within its retention) only the Workload copies go."""
+        writes: dict[str, Write] = {
+            c: functools.partial(self._remove_workload_copy, c, key) if keep_objects
+            else functools.partial(self._remove_from_worker, c, adapter, obj_key, key)
+            for c in connected
+        }  # fmt: skip
         _raise_first(await self.writes.each(key, writes))
 
     async def _report(
@@ -678,6 +685,12 @@ class WorkloadReconciler:
         if worker is None:
             return
         await copies.delete(worker, adapter.gvk, obj_key)
+        await self._remove_workload_copy(cluster, key)
+
+    async def _remove_workload_copy(self, cluster: str, key: ObjectKey) -> None:
+        worker = self.connections().get(cluster)
+        if worker is None:
+            return
         try:
             await self._remove_worker_workload(worker, key)
         except copies.WRITE_FAILURES as e:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import datetime
 from typing import Any
 
 from multikueue.kube import conditions
@@ -177,3 +178,16 @@ def waits_for_a_fit(workload: Object, state: Object, copies: list[Object | None]
         if reserved.get("status") != "False" or reserved.get("reason") != "Pending":
             return False
     return True
+
+
+def retained_for(workload: Object, retention: float | None, now: datetime.datetime) -> float:
+    """How much longer a finished run's object stays on its worker: the kind's retention from the manager Workload's
+    ``Finished`` time (kept in the Workload, so a restart keeps the same deadline); 0 when none, or past."""
+    finished = condition(workload, FINISHED) or {}
+    if not retention or finished.get("status") != "True":
+        return 0.0
+    try:
+        at = datetime.datetime.strptime(str(finished.get("lastTransitionTime")), "%Y-%m-%dT%H:%M:%SZ")
+    except ValueError:
+        return 0.0
+    return max(0.0, retention - (now - at.replace(tzinfo=datetime.UTC)).total_seconds())

@@ -598,3 +598,9 @@ def test_a_run_whose_selected_workers_lack_the_kind_is_told_so() -> None:
         "No worker matches the run's worker selection (the object's worker-selector \"region=us\"): "
         "the workers it selects do not serve the kind: w2"
     )
+
+
+def test_a_finished_run_within_its_retention_keeps_its_object_and_loses_its_workload_copies() -> None:
+    finished = workload(RESERVED, cond("Finished"), state="Ready", cluster="w1")
+    assert d.decide(group(finished, retained_for=30.0)) == d.RemoveEverywhere(30.0, keep_objects=True)
+    assert d.decide(group(finished, retained_for=0.0)) == d.RemoveEverywhere(None)

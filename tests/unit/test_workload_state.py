@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import datetime
 from typing import Any
 
 import pytest
@@ -105,3 +106,13 @@ def test_what_a_workers_kueue_says_it_can_never_admit(reason: str, message: str,
     admitted = {"status": {"conditions": [{"type": "QuotaReserved", "status": "True", "reason": "QuotaReserved"}]}}
     assert wl.never_admitted(admitted) is None
     assert wl.never_admitted(None) is None
+
+
+def test_a_finished_runs_object_is_retained_from_the_finish_time_on_the_manager() -> None:
+    finished = {"status": {"conditions": [{"type": "Finished", "status": "True", "reason": "Succeeded",
+                                           "lastTransitionTime": "2026-11-26T10:00:00Z"}]}}  # fmt: skip
+    at = datetime.datetime(2026, 11, 26, 10, 0, 40, tzinfo=datetime.UTC)
+    assert wl.retained_for(finished, 60.0, at) == 20.0
+    assert wl.retained_for(finished, 30.0, at) == 0.0, "past"
+    assert wl.retained_for(finished, None, at) == 0.0, "no retention: removed at once"
+    assert wl.retained_for({"status": {}}, 60.0, at) == 0.0, "not finished"
