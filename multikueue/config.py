@@ -674,6 +674,8 @@ class Adapter(ExternalFramework):
             raise ValueError("@integration: queues the kind with Kueue; mode Direct places it without a Workload")
         if self.mode == "Kueue":
             _placement_for_kueue_mode(self.placement)
+        elif self.retention is not None:
+            raise ValueError("@retention: Kueue mode only (Direct mode removes a finished run's copy at once)")
         return self
 
 

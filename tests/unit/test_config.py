@@ -185,3 +185,17 @@ dispatcher: {{adapters: [{{name: PipelineRun.v1.tekton.dev, placement: {placemen
     assert "adapters[0].placement.maxPerWorker: Direct mode only (in Kueue mode, the workers' quota decides)" in str(
         error.value
     )
+
+
+def test_retention_is_a_duration_for_kueue_mode_only() -> None:
+    text = """
+multiKueue: {{externalFrameworks: [{{name: PipelineRun.v1.tekton.dev}}]}}
+dispatcher: {{adapters: [{{name: PipelineRun.v1.tekton.dev, {options}}}]}}
+"""
+    config = parse_configuration(text.format(options="retention: 1h"))
+    assert config.adapter(config.multi_kueue.gvks[0]).retention == 3600.0
+    for options, message in (("retention: an hour", "adapters[0].retention: not a duration"),
+                             ("mode: Direct, retention: 1h", "adapters[0].retention: Kueue mode only")):  # fmt: skip
+        with pytest.raises(ConfigError) as error:
+            parse_configuration(text.format(options=options))
+        assert message in str(error.value)
