@@ -658,8 +658,8 @@ class Adapter(ExternalFramework):
     # The run's pods on its worker, for `multikueue logs`: a label selector, {name} and {namespace} filled in
     # (PipelineRun: tekton.dev/pipelineRun={name}).
     pod_selector: str | None = None
-    # Kueue mode: a finished run's object (and through it its pods, for `multikueue logs`) is kept on its worker
-    # this long after the manager Workload finished; its Workload copy goes at once (no quota held). Unset: at once.
+    # A finished run's object (and through it its pods, for `multikueue logs`) is kept on its worker this long after
+    # it finished (Kueue mode: the manager Workload's Finished; its Workload copy goes at once, no quota held).
     retention: Duration | None = None
 
     @classmethod
@@ -674,8 +674,6 @@ class Adapter(ExternalFramework):
             raise ValueError("@integration: queues the kind with Kueue; mode Direct places it without a Workload")
         if self.mode == "Kueue":
             _placement_for_kueue_mode(self.placement)
-        elif self.retention is not None:
-            raise ValueError("@retention: Kueue mode only (Direct mode removes a finished run's copy at once)")
         return self
 
 

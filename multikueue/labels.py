@@ -25,6 +25,10 @@ PLACEMENT_WORKER = "multikueue.x-k8s.io/worker"
 PLACEMENT_PHASE = "multikueue.x-k8s.io/phase"
 """On a direct-mode manager object: ``Placed``, then ``Finished`` or ``Failed``."""
 
+PLACEMENT_FINISHED_AT = "multikueue.x-k8s.io/finished-at"
+"""On a direct-mode manager object: when its copy's final status was mirrored (RFC 3339): a kind's ``retention``
+counts from it, across restarts."""
+
 PLACEMENT_AVOID = "multikueue.x-k8s.io/avoid"
 """On a direct-mode manager object: JSON map of workers not to use again, with why (lost there, refused it)."""
 

@@ -17,6 +17,7 @@ Per object (level-triggered, keyed by kind and namespace/name):
 
 from __future__ import annotations
 
+import datetime
 import json
 import time
 from collections import Counter
@@ -37,10 +38,16 @@ from multikueue.dispatch.placement import WORKER_SELECTOR_ANNOTATION, Decision, 
 from multikueue.kube import events
 from multikueue.kube.addresses import GroupVersionKind, Resource
 from multikueue.kube.client import ApiClient
-from multikueue.kube.conditions import Condition, find, same_state, set_condition
+from multikueue.kube.conditions import Condition, find, now_rfc3339, same_state, set_condition
 from multikueue.kube.errors import describe
 from multikueue.kube.resources import Objects
-from multikueue.labels import PLACEMENT_AVOID, PLACEMENT_PHASE, PLACEMENT_RECORD, PLACEMENT_WORKER
+from multikueue.labels import (
+    PLACEMENT_AVOID,
+    PLACEMENT_FINISHED_AT,
+    PLACEMENT_PHASE,
+    PLACEMENT_RECORD,
+    PLACEMENT_WORKER,
+)
 from multikueue.metrics import Metrics
 from multikueue.runtime.controller import Result
 from multikueue.runtime.informer import DELETED, Informer, ObjectKey
@@ -73,6 +80,17 @@ def placement_record(obj: Object) -> Condition | None:
     except ValueError:
         return None
     return recorded if isinstance(recorded, dict) else None
+
+
+def retained_for(finished_at: str | None, retention: float | None) -> float:
+    """How much longer a finished run's copy stays on its worker (0 without a retention, or past)."""
+    if not retention or not finished_at:
+        return 0.0
+    try:
+        at = datetime.datetime.strptime(finished_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
+    except ValueError:
+        return 0.0
+    return max(0.0, retention - (datetime.datetime.now(datetime.UTC) - at).total_seconds())
 
 
 def avoided(obj: Object) -> dict[str, str]:
@@ -196,6 +214,9 @@ class DirectReconciler:
             return Result()  # not handed to this controller
         phase, worker = notes_of(obj).get(PLACEMENT_PHASE), notes_of(obj).get(PLACEMENT_WORKER)
         if phase in (FINISHED, FAILED):
+            left = retained_for(notes_of(obj).get(PLACEMENT_FINISHED_AT), adapter.options.retention)
+            if left > 0:
+                return Result(requeue_after=left)  # the kind's retention: the copy, and its pods, kept meanwhile
             await self._remove_copies(gvk, obj_key, obj)
             return Result()
         if not worker:
@@ -287,13 +308,13 @@ class DirectReconciler:
     async def _finished(self, gvk: GroupVersionKind, out: copies.Finished, worker: Worker) -> Result:
         """The copy's final status is on the manager object: its placement's phase says so; the copy goes next."""
         phase = FAILED if out.reason == "Failed" else FINISHED
-        await self._annotate(gvk, out.obj, {PLACEMENT_PHASE: phase})
+        await self._annotate(gvk, out.obj, {PLACEMENT_PHASE: phase, PLACEMENT_FINISHED_AT: now_rfc3339()})
         log.info("object finished", cluster=worker.name, kind=gvk.kind, object=str(ObjectKey.of(out.obj)),
                  phase=phase)  # fmt: skip
         if self.metrics is not None:
             self.metrics.objects_finished.labels(gvk.kind, worker.name, out.reason).inc()
         self.wake(gvk)
-        return Result(requeue_after=0.0)  # the next pass deletes the copy
+        return Result(requeue_after=0.0)  # the next pass deletes the copy (after the kind's retention)
 
     async def _worker_unavailable(
         self,

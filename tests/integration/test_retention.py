@@ -11,6 +11,9 @@ import pytest
 
 from multikueue.testing.waiting import eventually
 from tests.integration.scenario import Scenario
+from tests.integration.test_direct import PHASE, SUCCEEDED, notes, placed, submit
+
+FINISHED_AT = "multikueue.x-k8s.io/finished-at"
 
 RETAINED = """
 multiKueue: {gcInterval: 2s, workerLostTimeout: 10s}
@@ -46,3 +49,33 @@ async def test_a_finished_runs_object_is_kept_for_its_retention_then_removed_acr
                      what="the object removed once its retention is over")  # fmt: skip
     kept_for = (datetime.datetime.now(datetime.UTC) - finished_at).total_seconds()
     assert kept_for >= 8 - 1, f"removed after {kept_for:.1f}s, before its retention (finish times are whole seconds)"
+
+
+DIRECT_RETAINED = f"""
+multiKueue: {{gcInterval: 2s, workerLostTimeout: 10s}}
+dispatcher:
+  adapters:
+  - name: PipelineRun.v1.tekton.dev
+    mode: Direct
+    finished: {{path: '{SUCCEEDED}', notIn: [Unknown]}}
+    retention: 8s
+"""
+
+
+@pytest.mark.parametrize("multikueue_config", [DIRECT_RETAINED])
+async def test_direct_mode_keeps_a_finished_runs_copy_for_its_retention(scenario: Scenario) -> None:
+    s = scenario
+    await submit(s, "kept")
+    chosen = await placed(s, "kept")
+    worker = next(w for w in ("worker1", "worker2") if s.names[w] == chosen)
+    await s.wait(s.runs(worker), "kept", lambda r: r is not None, "the copy on its worker")
+    await s.runs(worker).patch_status("kept", {"status": {"conditions": [
+        {"type": "Succeeded", "status": "True", "reason": "Succeeded", "message": "done"}]}}, s.namespace)  # fmt: skip
+    done = await s.wait(s.runs("manager"), "kept", lambda r: notes(r).get(PHASE) == "Finished", "finished")
+    finished_at = datetime.datetime.strptime(notes(done)[FINISHED_AT], "%Y-%m-%dT%H:%M:%SZ").replace(
+        tzinfo=datetime.UTC)  # fmt: skip
+    assert await s.runs(worker).get("kept", s.namespace) is not None, "kept, for its pods"
+    await eventually(lambda: s.runs(worker).get("kept", s.namespace), until=lambda r: r is None, timeout=60,
+                     what="the copy removed once its retention is over")  # fmt: skip
+    kept_for = (datetime.datetime.now(datetime.UTC) - finished_at).total_seconds()
+    assert kept_for >= 8 - 1, f"removed after {kept_for:.1f}s, before its retention"
