@@ -371,9 +371,13 @@ class DirectReconciler:
             if worker is not None and worker.connected:  # else the garbage collector does it once it is back
                 await copies.delete(worker, gvk, obj_key)
 
+    def _retained(self, gvk: GroupVersionKind, obj: Object) -> bool:
+        """A finished run's copy within its kind's retention: kept for its pods."""
+        return retained_for(notes_of(obj).get(PLACEMENT_FINISHED_AT), self.adapters[gvk].options.retention) > 0
+
     async def collect_garbage(self) -> None:
-        """Copies on workers whose manager object is gone, finished, or placed elsewhere (another shard's copies,
-        which carry its objects' labels, are left to it)."""
+        """Copies on workers whose manager object is gone, finished (past its kind's retention), or placed elsewhere
+        (another shard's copies, which carry its objects' labels, are left to it)."""
         for name, worker in list(self.connections().items()):
             if not worker.connected:
                 continue
@@ -388,7 +392,7 @@ class DirectReconciler:
                     wanted = (
                         obj is not None
                         and notes_of(obj).get(PLACEMENT_WORKER) == name
-                        and notes_of(obj).get(PLACEMENT_PHASE) not in (FINISHED, FAILED)
+                        and (notes_of(obj).get(PLACEMENT_PHASE) not in (FINISHED, FAILED) or self._retained(gvk, obj))
                     )
                     if not wanted and await copies.delete(worker, gvk, obj_key):
                         log.info("orphan copy deleted", cluster=name, kind=gvk.kind, object=str(obj_key))
