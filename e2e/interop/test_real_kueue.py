@@ -458,8 +458,9 @@ async def test_a_run_no_workers_kueue_can_admit_gives_up_and_frees_the_managers_
         await Objects(clients[worker], kueue.LOCAL_QUEUES).delete(QUEUE, namespace)
     _, wl = await _submit(clients, namespace, "nowhere", dispatching)
     rejected = await eventually(lambda: _get(clients["manager"], WORKLOADS, wl, namespace),
-                                until=lambda w: any(c.get("state") == "Rejected"
-                                                    for c in (w.get("status") or {}).get("admissionChecks") or []),
+                                until=lambda w: w is not None and any(
+                                    c.get("state") == "Rejected" for c in (w.get("status") or {}).get("admissionChecks")
+                                    or []),
                                 timeout=120, what="the check Rejected")  # fmt: skip
     message = rejected["status"]["admissionChecks"][0]["message"]
     assert message.startswith("No worker's Kueue can admit the workload: "), message
