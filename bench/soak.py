@@ -67,6 +67,9 @@ LIFETIME = (1.0, 8.0)
 FATES = (("succeed", 0.85), ("fail", 0.10), ("cancel", 0.05))
 DECIDED = {"succeed": ("True", "Succeeded"), "fail": ("False", "Failed"), "cancel": ("False", "Cancelled")}
 WRITE_DEADLINE = 240.0  # a played write retried past any outage the schedule makes
+# Submissions in flight at once: a manager slow to answer (restarting under a backlog) queues them here, instead of
+# thousands of retry loops reconnecting at once (seen: the restarted API server then accepted no connection).
+SUBMISSIONS_AT_ONCE = 64
 CONFIG_MAP = "multikueue-config"
 CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap")
 
@@ -98,6 +101,8 @@ class Soak:
         self.started = time.monotonic()
         self.timeline: list[tuple[float, int, int, int]] = []  # (s, submitted, in flight, finished on the manager)
         self.tg: Any = None
+        self.submitting = anyio.Semaphore(SUBMISSIONS_AT_ONCE)
+        self.given_up: list[str] = []  # played writes the harness gave up on: the record is incomplete
 
     @property
     def api(self) -> dict[str, ApiClient]:
@@ -171,17 +176,19 @@ class Soak:
             except Conflict:
                 return  # made by the attempt before, whose answer was lost
             except Exception as e:
-                if time.monotonic() > deadline:
+                if time.monotonic() > deadline:  # recorded, not raised: one write must not end the whole soak
                     say(f"gave up on {what}: {e}")
-                    raise
+                    self.given_up.append(f"{what}: {e}")
+                    return
                 await anyio.sleep(min(2.0, 0.2 * (attempt + 1)))
 
     async def submit(self, i: int) -> None:
         name = f"run-{i:05d}"
         self.observed[name] = invariants.Observed(name)
         self.fate[name] = self.rng.choices([f for f, _ in FATES], [w for _, w in FATES])[0]
-        self.submitted[name] = time.monotonic()
-        await self._retrying(f"submitting {name}", lambda: self.run.submit(i))
+        async with self.submitting:
+            self.submitted[name] = time.monotonic()
+            await self._retrying(f"submitting {name}", lambda: self.run.submit(i))
 
     async def _play_tekton(self, worker: str, name: str) -> None:
         """Tekton on the worker: the run lives a while, then ends as its fate says (a cancel once it reached the
@@ -441,7 +448,8 @@ def result(args: argparse.Namespace, soak: Soak, schedule: Schedule, drained: bo
         "fault_counts": {k: sum(1 for f in schedule.log if f.kind == k) for k in CYCLE},
         "invariants": invariants.summary(violations),
         "violations": [str(v) for v in violations[:200]],
-        "held": not violations and drained,
+        "held": not violations and drained and not soak.given_up,
+        "harness_gave_up": {"count": len(soak.given_up), "first": soak.given_up[:20]},
         "recovery_s": recovery,
         "latency_s": {
             "dispatch": _percentiles([soak.dispatched[n] - soak.submitted[n] for n in soak.dispatched]),

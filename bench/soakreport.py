@@ -13,7 +13,10 @@ COLOURS = {"worker-pause": "tab:orange", "worker-kill": "tab:red", "leader-kill"
 
 def verdict(r: dict[str, Any]) -> str:
     broken = {k: v for k, v in r["invariants"].items() if v}
-    held = "every invariant held" if r["held"] else f"BROKEN: {broken or 'runs still in flight at the drain deadline'}"
+    gave_up = (r.get("harness_gave_up") or {}).get("count", 0)
+    why = broken or (f"the harness gave up on {gave_up} writes" if gave_up else "runs still in flight at the drain "
+                     "deadline")  # fmt: skip
+    held = "every invariant held" if r["held"] else f"BROKEN: {why}"
     return (f"soak {r['mode']} mode, {r['runs']} runs at {r['rate_per_s']:g}/s over W = {r['workers']}, "
             f"{r['replicas']} replicas, {len(r['faults'])} faults: {held}")  # fmt: skip
 

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from bench.invariants import INVARIANTS, Observed, check, summary
+from bench.soakreport import verdict
 
 
 def healthy(name: str = "run-00001") -> Observed:
@@ -72,3 +73,10 @@ def test_without_audit_logs_a_second_creation_is_still_caught_by_its_uid() -> No
     assert check([unaudited]) == []  # seen once, one UID: nothing audited is not held against it
     twice = dataclasses.replace(unaudited, uids={"uid-1", "uid-2"})
     assert [v.invariant for v in check([twice])] == ["never created twice"]
+
+
+def test_a_soak_whose_harness_gave_up_on_a_write_does_not_hold() -> None:
+    result: dict[str, Any] = {"mode": "kueue", "runs": 10, "rate_per_s": 1, "workers": 3, "replicas": 2, "faults": [],
+                              "invariants": dict.fromkeys(INVARIANTS, 0), "held": False,
+                              "harness_gave_up": {"count": 2, "first": ["submitting run-00001: ..."]}}  # fmt: skip
+    assert verdict(result).endswith("BROKEN: the harness gave up on 2 writes")
