@@ -17,8 +17,9 @@ from tests.integration.scenario import Scenario
 
 CONFIG = """
 multiKueue:
-  externalFrameworks: [{name: PipelineRun.v1.tekton.dev}, {name: JobSet.v1alpha2.jobset.x-k8s.io}]
+  externalFrameworks: [{name: PipelineRun.v1.tekton.dev}, {name: Sweep.v1.batch.example.com}]
 """
+# Sweep: a kind no test installs (the bed is shared: JobSet's CRD may be on the workers after another test).
 
 
 async def _workers(s: Scenario, tmp_path: Path, *extra: str) -> tuple[int, str, str]:
@@ -61,7 +62,7 @@ async def test_the_fleet_shows_each_workers_connection_kinds_and_queues(scenario
         w1, w2 = s.names["worker1"], s.names["worker2"]
         assert f"worker {w1}: Active=True Active" in out, out
         assert "  labels: region=eu" in out
-        assert "  kinds: PipelineRun.v1.tekton.dev, JobSet.v1alpha2.jobset.x-k8s.io (not served)" in out
+        assert "  kinds: PipelineRun.v1.tekton.dev, Sweep.v1.batch.example.com (not served)" in out
         assert f"  ClusterQueue {queue}: 4 pending, 3 reserving, 3 admitted\n    default cpu: 3 of 8" in out
         assert f"worker {w2}: Active=True" in out
 
@@ -70,7 +71,7 @@ async def test_the_fleet_shows_each_workers_connection_kinds_and_queues(scenario
         items = {item["name"]: item for item in json.loads(out)["items"]}
         mine = next(q for q in items[w1]["queues"] if q["name"] == queue)
         assert mine["usage"] == [{"flavor": "default", "resource": "cpu", "used": "3", "nominal": "8"}]
-        assert items[w2]["kinds"] == {"PipelineRun.v1.tekton.dev": True, "JobSet.v1alpha2.jobset.x-k8s.io": False}
+        assert items[w2]["kinds"] == {"PipelineRun.v1.tekton.dev": True, "Sweep.v1.batch.example.com": False}
 
         code, out, err = await _workers(s, tmp_path, "--secrets-namespace", "elsewhere")
         assert code == 0, err  # the fleet is still shown; each worker says why it could not be read
