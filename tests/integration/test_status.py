@@ -100,7 +100,7 @@ async def test_status_reads_a_worker_only_when_the_users_own_rbac_allows_its_sec
 
 async def test_logs_says_why_there_are_none_yet(scenario: Scenario, tmp_path: Path) -> None:
     """The waiting cases (the bed runs no pods; a real pod's log is read on kind): not on a worker yet, no pod
-    selector for the kind, no pods there yet. Each one line, exit 1."""
+    selector for the kind, no pods there yet, and pods gone with a finished run. Each one line, exit 1."""
     s = scenario
     config = tmp_path / "config.yaml"
     adapter = {"name": KIND, "podSelector": "tekton.dev/pipelineRun={name}"}
@@ -128,6 +128,20 @@ async def test_logs_says_why_there_are_none_yet(scenario: Scenario, tmp_path: Pa
     assert err == (f"multikueue logs: no pods of PipelineRun {s.namespace}/logged on worker {s.names['worker1']} "
                    f"(selector tekton.dev/pipelineRun=logged): admitted on {s.names['worker1']}, running there: no "
                    "conditions yet\n"), err  # fmt: skip
+
+    # Finished: its pods are gone with its copy (unless the kind's retention keeps them), and it says so.
+    await kueue.finish(s.api["worker1"], wl_name, s.namespace, reason="Succeeded", message="Job finished successfully")
+    await s.wait(s.workloads("manager"), wl_name, lambda w: _finished(w), "the run finished")
+    code, out, err = await _status(s, admin, "logged", tmp_path, "logs", "--config-file", str(config))
+    assert code == 1
+    assert err == (f"multikueue logs: finished (Succeeded): Job finished successfully; its pods on worker "
+                   f"{s.names['worker1']} are gone (the kind's retention keeps a finished run's object, and its pods, "
+                   "for a while)\n"), err  # fmt: skip
+
+
+def _finished(workload: Any) -> bool:
+    return any(c["type"] == "Finished" and c["status"] == "True"
+               for c in (workload or {}).get("status", {}).get("conditions") or [])  # fmt: skip
 
 
 async def test_a_worker_status_cannot_reach_is_one_plain_line_suggesting_the_users_own_access(
