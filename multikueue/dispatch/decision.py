@@ -307,19 +307,31 @@ def _nominate(group: Group) -> Step:
     if any(s.get("state") != wl.READY for s in others):
         return Wait()  # Kueue waits for every other check first (#9866)
     nominated, patch, requeue, started = _nominations(group)
+    copy_to, remove_from, missing = _copies_for(group, nominated)
+    unmatched = group.selection.message(group.clusters) or _selected_none_serving(group)
+    reasons = _never_admitted(group, nominated)
+    if reasons is not None:
+        left = _inadmissible_left(group)
+        if left <= 0:
+            return GiveUp(reasons)
+        requeue = min(requeue or math.inf, left)
+    return Nominate(nominated, patch, copy_to, remove_from, missing, requeue, started, unmatched, reasons is not None)
+
+
+def _copies_for(group: Group, nominated: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
+    """(workers to copy to, to remove the copy from, nominated but not connected)."""
     copy_to = tuple(c for c in group.connected if c in nominated and c not in group.worker_copies)
     # A copy on a worker not known yet to serve the kind is kept, not judged.
     known = [c for c in group.connected if group.serving.get(c) is not None]
     remove_from = tuple(c for c in known if c not in nominated and c in group.worker_copies)
-    missing = tuple(c for c in nominated if c not in group.connected)
-    unmatched = group.selection.message(group.clusters) or _selected_none_serving(group)
-    reasons = _never_admitted(group, nominated) if group.inadmissible_timeout is not None else None
-    if reasons is not None and group.inadmissible_timeout is not None:
-        waited = group.now - group.inadmissible_since if group.inadmissible_since is not None else 0.0
-        if waited >= group.inadmissible_timeout:
-            return GiveUp(reasons)
-        requeue = min(requeue or math.inf, group.inadmissible_timeout - waited)
-    return Nominate(nominated, patch, copy_to, remove_from, missing, requeue, started, unmatched, reasons is not None)
+    return copy_to, remove_from, tuple(c for c in nominated if c not in group.connected)
+
+
+def _inadmissible_left(group: Group) -> float:
+    """Seconds until a run no worker's Kueue can admit gives up (its clock starts at this pass when not started)."""
+    timeout = group.inadmissible_timeout or 0.0
+    waited = group.now - group.inadmissible_since if group.inadmissible_since is not None else 0.0
+    return timeout - waited
 
 
 def _selected_none_serving(group: Group) -> str | None:
@@ -336,7 +348,9 @@ def _selected_none_serving(group: Group) -> str | None:
 def _never_admitted(group: Group, nominated: tuple[str, ...]) -> dict[str, str] | None:
     """Each worker's reason when every worker the run may still go to (its MultiKueueConfig's, narrowed by its
     selection; none left to nominate later) holds a copy its Kueue says it can never admit; else None. A worker
-    not connected, or whose cache has not shown the copy, may yet admit it."""
+    not connected, or whose cache has not shown the copy, may yet admit it. None when giving up is off."""
+    if group.inadmissible_timeout is None:
+        return None
     candidates = [c for c in group.clusters if group.selection.allows(c) and group.serving.get(c) is not False]
     if not candidates or any(c not in nominated for c in candidates):
         return None
