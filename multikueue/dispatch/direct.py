@@ -31,6 +31,7 @@ from multikueue.clusters.signals import WorkerSignals
 from multikueue.clusters.worker import Worker
 from multikueue.config import Configuration
 from multikueue.dispatch import copies
+from multikueue.dispatch import workload_state as wl
 from multikueue.dispatch.adapter import GenericAdapter
 from multikueue.dispatch.copies import Want
 from multikueue.dispatch.mirror import StatusMirror, pruned_message
@@ -84,13 +85,7 @@ def placement_record(obj: Object) -> Condition | None:
 
 def retained_for(finished_at: str | None, retention: float | None) -> float:
     """How much longer a finished run's copy stays on its worker (0 without a retention, or past)."""
-    if not retention or not finished_at:
-        return 0.0
-    try:
-        at = datetime.datetime.strptime(finished_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
-    except ValueError:
-        return 0.0
-    return max(0.0, retention - (datetime.datetime.now(datetime.UTC) - at).total_seconds())
+    return wl.retention_left(finished_at, retention, datetime.datetime.now(datetime.UTC))
 
 
 def avoided(obj: Object) -> dict[str, str]:

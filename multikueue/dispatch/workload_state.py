@@ -184,10 +184,17 @@ def retained_for(workload: Object, retention: float | None, now: datetime.dateti
     """How much longer a finished run's object stays on its worker: the kind's retention from the manager Workload's
     ``Finished`` time (kept in the Workload, so a restart keeps the same deadline); 0 when none, or past."""
     finished = condition(workload, FINISHED) or {}
-    if not retention or finished.get("status") != "True":
+    if finished.get("status") != "True":
+        return 0.0
+    return retention_left(finished.get("lastTransitionTime"), retention, now)
+
+
+def retention_left(finished_at: str | None, retention: float | None, now: datetime.datetime) -> float:
+    """Seconds a run finished at ``finished_at`` (RFC 3339) is still kept (both modes); 0 without retention, or past."""
+    if not retention or not finished_at:
         return 0.0
     try:
-        at = datetime.datetime.strptime(str(finished.get("lastTransitionTime")), "%Y-%m-%dT%H:%M:%SZ")
+        at = datetime.datetime.strptime(finished_at, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
     except ValueError:
         return 0.0
-    return max(0.0, retention - (now - at.replace(tzinfo=datetime.UTC)).total_seconds())
+    return max(0.0, retention - (now - at).total_seconds())
