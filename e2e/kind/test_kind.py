@@ -338,6 +338,64 @@ async def test_the_helm_chart_installs_dispatches_and_uninstalls_leaving_nothing
         await anyio.to_thread.run_sync(kind.start_dispatcher)
 
 
+async def _configure(kind: KindEnvironment, api: dict[str, ApiClient], config: Path | None, stamp: str) -> None:
+    """The ConfigMap's one key replaced as a user edits it (``config`` None: the suite's own text back), then the
+    Deployment restarted and rolled out with it."""
+    from e2e.wiring import apply_manifests, kubectl
+
+    if config is None:
+        await anyio.to_thread.run_sync(lambda: apply_manifests(kind))
+    else:
+        configmap = kind.run_kubectl("manager", "-n", SYSTEM, "create", "configmap", "multikueue-config",
+                                     f"--from-file=controller_manager_config.yaml={config}", "--dry-run=client",
+                                     "-o", "yaml")  # fmt: skip
+        await anyio.to_thread.run_sync(
+            lambda: kubectl(kind, "manager", "apply", "--server-side", "-f", "-", stdin=configmap)
+        )
+    await _restart(api, stamp)
+    await rolled_out(kind, api, f"the dispatcher restarted ({stamp})")
+
+
+async def test_a_finished_run_kept_by_retention_shows_its_real_logs_until_its_time_is_up(
+    kind: KindEnvironment, api: dict[str, ApiClient], tmp_path: Path
+) -> None:
+    """The kind's ``retention`` (60 s here) on real pods: after the run finished on the manager, its copy and the
+    step's pod stay on the worker and ``multikueue logs`` prints what the step printed, while the worker's Workload
+    copy is removed at once (its Kueue holds no quota for it); once the time is up the copy and its pods go, and
+    ``logs`` says so in one line."""
+    assert kind.dispatcher_config is not None
+    config = yaml.safe_load(kind.dispatcher_config.read_text())
+    adapter = next(a for a in config["dispatcher"]["adapters"] if a["name"] == "PipelineRun.v1.tekton.dev")
+    adapter["retention"] = "60s"
+    kept = tmp_path / "retention-config.yaml"
+    kept.write_text(yaml.safe_dump(config))
+    run = "kind-kept"
+    await _configure(kind, api, kept, "retention-on")
+    try:
+        _, wl = await submit(api, run, script='#!/bin/sh\necho "kept for reading"\n')
+        winner = await _placed(kind, api, wl)
+        finished = await _finished(kind, api, wl)
+        assert condition(finished, "Finished").get("reason") == "Succeeded"
+        await eventually(lambda: Objects(api[winner], WORKLOADS).get(wl, NAMESPACE), until=lambda w: w is None,
+                         timeout=60, what=f"the Workload copy on {winner} removed at once")  # fmt: skip
+        copy = await Objects(api[winner], PIPELINERUNS).get(run, NAMESPACE)
+        assert copy is not None, f"the finished copy on {winner} was not kept\n{kind.dispatcher_log()}"
+        assert condition(copy, "Succeeded").get("status") == "True"
+        assert await _pods(kind, winner, run), f"the step's pod on {winner} was not kept"
+        what = ("PipelineRun.v1.tekton.dev", f"{NAMESPACE}/{run}")
+        code, out, err = await _cli(kind, tmp_path, "logs", *what, "--container", "step-echo")
+        assert (code, out.strip()) == (0, "kept for reading"), err
+
+        await _nothing_left(kind, api, wl, run)  # the retention's 60 s up: copy and pods removed by the dispatcher
+        code, out, err = await _cli(kind, tmp_path, "logs", *what, "--container", "step-echo")
+        assert code != 0
+        assert err.strip().endswith(f"its pods on worker {winner} are gone (the kind's retention keeps a finished "
+                                    "run's object, and its pods, for a while)"), err  # fmt: skip
+        assert len(err.strip().splitlines()) == 1, err
+    finally:
+        await _configure(kind, api, None, "retention-off")
+
+
 def test_the_hosts_kernel_settings_are_unchanged(kind: KindEnvironment) -> None:
     """kubelet writes non-namespaced settings; the node image's guard keeps them inside the nodes. Last in this
     module: every scenario above has run kubelets on three nodes by now."""
