@@ -29,7 +29,7 @@ class Observed:
     uncertain_creates: int = 0  # creates answered 5xx or not at all (audit log): carried out or not
     uids: set[str] = field(default_factory=set)  # the UIDs its object had on workers (watches): one per creation
     recorded: str = ""  # the worker the manager's record names (Workload status.clusterName, or the annotation)
-    lost_cancel: bool = False  # its user cancelled it on the manager and the cancel never reached the worker's copy
+    lost_cancel: bool = False  # cancelled on the manager; never seen on the worker's copy (CANCEL_DEADLINE)
     workload_copies_left: tuple[str, ...] = ()  # workers still holding its Workload copy at the end (Kueue mode)
     audited: bool = True  # creates and uncertain_creates were read from audit logs
 

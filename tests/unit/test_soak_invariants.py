@@ -80,3 +80,15 @@ def test_a_soak_whose_harness_gave_up_on_a_write_does_not_hold() -> None:
                               "invariants": dict.fromkeys(INVARIANTS, 0), "held": False,
                               "harness_gave_up": {"count": 2, "first": ["submitting run-00001: ..."]}}  # fmt: skip
     assert verdict(result).endswith("BROKEN: the harness gave up on 2 writes")
+
+
+def test_a_late_cancel_is_a_latency_and_only_an_unseen_one_is_lost() -> None:
+    """The Kueue-mode hour called a cancel lost after 240 s while status itself took up to 263 s under the backlog:
+    a cancel is now timed from its write on the manager to its sight on the worker's copy."""
+    from bench.soak import CANCEL_DEADLINE, WRITE_DEADLINE, cancel_latencies
+
+    sent = {"run-1": 100.0, "run-2": 100.0, "run-3": 100.0}
+    reached = {"run-1": 103.5, "run-2": 400.0, "run-4": 50.0}  # run-2 late, run-3 not seen, run-4 never cancelled
+    assert cancel_latencies(sent, reached) == [3.5, 300.0]
+    assert cancel_latencies({"run-1": 100.0}, {"run-1": 99.0}) == [0.0]  # seen before the harness noted its write
+    assert CANCEL_DEADLINE > 300.0 > WRITE_DEADLINE
