@@ -88,7 +88,9 @@ class ServedKinds:
 
     def serve(self, gvk: GroupVersionKind, resource: Resource) -> Informer:
         informer = self.informers.of(resource, label_selector=self.selector_of(gvk))
-        informer.add_handler(lambda kind, obj: self.changes.emit(KindChange(gvk, Change(kind, obj))))
+        informer.add_handler(
+            lambda kind, obj: self.changes.emit(KindChange(gvk, Change(kind, obj, bulk=informer.initial)))
+        )
         self.all[gvk] = (informer, resource)
         for wanted, kinds in self._views:
             if gvk in wanted:
@@ -255,7 +257,7 @@ class ManagerGeneration:
             if any(forgot):  # both forget, not only the first
                 log.info("the kind's schema changed on the manager: dropped status fields tried again", kind=str(gvk))
                 for obj in self.kinds.all[gvk][0].items():  # every object of the kind looked at again
-                    self.kinds.changes.emit(KindChange(gvk, Change("", obj)))
+                    self.kinds.changes.emit(KindChange(gvk, Change("", obj, bulk=True)))
 
     async def _say_schema_problems(self) -> None:
         """What the manager's schemas make impossible (a managedByPath they drop), where the configuration is."""

@@ -166,9 +166,9 @@ class DirectReconciler:
             Watch("their copies on workers (same namespace/name), batched over eventsBatchPeriod", workers.object,
                   lambda e: [(e[1], e[2])] if e[1] in self.kinds else [], delay=batch),
             Watch("a worker, or a kind on it, coming or going: every object", workers.changed,
-                  lambda _: self._every()),
+                  lambda _: self._every(), low=True),
             Watch("MultiKueueClusters (a worker's labels may now fit a waiting run)", self.clusters,
-                  lambda _: [(gvk, key) for gvk, keys in self.waiting.items() for key in keys]),
+                  lambda _: [(gvk, key) for gvk, keys in self.waiting.items() for key in keys], low=True),
         ]  # fmt: skip
 
     def _own(self, event: KindChange) -> list[DirectKey]:

@@ -128,13 +128,14 @@ class WorkloadReconciler:
         return [
             Watch("manager Workloads", self.workloads, lambda c: [ObjectKey.of(c.obj)], record=self._record),
             Watch("its owner object changing (a cancel to carry over)", kinds, self._owned_workloads),
-            Watch("MultiKueueConfigs (their clusters): every Workload", self.configs, lambda _: self._every()),
+            Watch("MultiKueueConfigs (their clusters): every Workload", self.configs, lambda _: self._every(),
+                  low=True),
             Watch("worker Workload copies and objects, batched over eventsBatchPeriod", workers.workload,
                   lambda e: [e[1]], delay=batch),
             Watch("a worker, or a kind on it, coming or going: every Workload", workers.changed,
-                  lambda _: self._every()),
+                  lambda _: self._every(), low=True),
             *([Watch("MultiKueueClusters (their labels): the waiting Workloads that select workers", self.clusters,
-                     lambda _: list(self.selective))] if self.clusters is not None else []),
+                     lambda _: list(self.selective), low=True)] if self.clusters is not None else []),
         ]  # fmt: skip
 
     def _record(self, change: Change) -> None:

@@ -68,8 +68,8 @@ class Controller(Generic[K]):
         self.errors = 0
         self.observe = observe
 
-    def enqueue(self, key: K) -> None:
-        self.queue.add(key)
+    def enqueue(self, key: K, *, low: bool = False) -> None:
+        self.queue.add(key, low=low)
 
     async def run(self) -> None:
         """Run ``concurrency`` workers until cancelled or the queue is shut down."""

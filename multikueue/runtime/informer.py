@@ -121,6 +121,9 @@ class Informer:
         self.resource_version: str | None = None
         self.relists = 0
         self.failures = 0
+        # True while handlers are told of objects in bulk rather than of a change: the first list's objects, and
+        # the cache replayed to a late handler (what controller-runtime queues at low priority).
+        self.initial = False
         self._wake = anyio.Event()
         self._created: dict[ObjectKey, tuple[Object, float]] = {}  # created here, its watch event not yet in
 
@@ -137,8 +140,12 @@ class Informer:
         """Call ``handler`` for every change from now on; the objects already cached come to it first as ADDED (as
         client-go does for a handler added late), so a reader that joins a running informer misses nothing."""
         self.handlers.append(handler)
-        for obj in list(self.store.values()):
-            handler(ADDED, obj)
+        was, self.initial = self.initial, True
+        try:
+            for obj in list(self.store.values()):
+                handler(ADDED, obj)
+        finally:
+            self.initial = was
 
     def add_index(self, name: str, values: IndexFunction) -> None:
         """Keep an index ``name``: each object is found under every value ``values(object)`` returns. Adding the same
@@ -225,8 +232,16 @@ class Informer:
         self._created.clear()  # the list is the truth now (a create it missed is found by its 409 at worst)
         self._reindex()
         self.resource_version = resource_version
+        self.initial = self.relists == 0
         self.relists += 1
         self._mark_connected()
+        try:
+            self._notify_differences(previous, items)
+        finally:
+            self.initial = False
+        self.synced.set()
+
+    def _notify_differences(self, previous: dict[ObjectKey, Object], items: dict[ObjectKey, Object]) -> None:
         for key, obj in previous.items():
             if key not in items:
                 self._notify(DELETED, obj)
@@ -236,7 +251,6 @@ class Informer:
                 self._notify(ADDED, obj)
             elif old["metadata"].get("resourceVersion") != obj["metadata"].get("resourceVersion"):
                 self._notify(MODIFIED, obj)
-        self.synced.set()
 
     async def _watch(self) -> None:
         assert self.resource_version is not None

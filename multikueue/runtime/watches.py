@@ -24,10 +24,12 @@ K = TypeVar("K")
 
 @dataclass(frozen=True)
 class Change:
-    """One informer event: ADDED, MODIFIED, DELETED, or "" (an object looked at again: a relist, a late handler)."""
+    """One informer event: ADDED, MODIFIED, DELETED, or "" (an object looked at again: a relist, a late handler).
+    ``bulk``: told of with every other object (a first list), not because it changed: queued at low priority."""
 
     type: str
     obj: Object
+    bulk: bool = False
 
 
 @dataclass(frozen=True)
@@ -47,6 +49,7 @@ class Watch(Generic[K]):
     keys: Callable[[Any], Iterable[K]]  # the keys the event concerns
     delay: Callable[[], float] | None = None  # coalesced over this many seconds (eventsBatchPeriod); None: at once
     record: Callable[[Any], None] | None = None  # bookkeeping that must see every event, done before its keys
+    low: bool = False  # keys queued at low priority: a bulk look (every Workload), behind changes someone made
 
 
 def install(controller: Controller[K], watches: Iterable[Watch[K]]) -> None:
@@ -54,13 +57,19 @@ def install(controller: Controller[K], watches: Iterable[Watch[K]]) -> None:
     for watch in watches:
         handle: Callable[[Any], None] = functools.partial(_handle, controller, watch)
         if isinstance(watch.source, Informer):
-            watch.source.add_handler(functools.partial(_from_informer, handle))
+            watch.source.add_handler(functools.partial(_from_informer, watch.source, handle))
         else:
             watch.source.subscribe(handle)
 
 
-def _from_informer(handle: Callable[[Any], None], kind: str, obj: Object) -> None:
-    handle(Change(kind, obj))
+def _from_informer(informer: Informer, handle: Callable[[Any], None], kind: str, obj: Object) -> None:
+    handle(Change(kind, obj, bulk=informer.initial))
+
+
+def bulk(event: Any) -> bool:
+    """Whether an event tells of an object in bulk (``Change.bulk``, also inside a ``KindChange``)."""
+    change = event.change if isinstance(event, KindChange) else event
+    return isinstance(change, Change) and change.bulk
 
 
 def _handle(controller: Controller[K], watch: Watch[K], event: Any) -> None:
@@ -68,8 +77,9 @@ def _handle(controller: Controller[K], watch: Watch[K], event: Any) -> None:
         watch.record(event)
     keys = watch.keys(event)
     if watch.delay is None:
+        low = watch.low or bulk(event)
         for key in keys:
-            controller.enqueue(key)
+            controller.enqueue(key, low=low)
         return
     delay = watch.delay()
     for key in keys:

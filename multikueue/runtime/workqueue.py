@@ -4,6 +4,9 @@
 - A key being processed is never handed to a second worker; added meanwhile, it is queued again on ``done``.
 - ``add_after`` delays a key (the earliest pending delay wins); ``add_rate_limited`` delays it by a per-key
   exponential backoff that ``forget`` resets.
+- Two priorities, as controller-runtime's priority queue: a key added ``low`` (a bulk look at every object — an
+  informer's first list, a worker reconnected, a configuration reloaded) waits behind every key added normally (a
+  change someone made: a user's cancel, a new run). Added normally while queued low, it moves up; nothing is dropped.
 """
 
 from __future__ import annotations
@@ -47,7 +50,9 @@ _DEFAULT_BACKOFF = Backoff()
 class WorkQueue(Generic[K]):
     def __init__(self, *, backoff: Backoff = _DEFAULT_BACKOFF, clock: Callable[[], float] = time.monotonic) -> None:
         self._queue: deque[K] = deque()
+        self._low: deque[K] = deque()
         self._dirty: set[K] = set()
+        self._queued_low: set[K] = set()  # dirty keys whose every add was low (their entry is in ``_low``)
         self._processing: set[K] = set()
         self._delayed: list[tuple[float, int, K]] = []
         self._delay_of: dict[K, float] = {}
@@ -61,13 +66,22 @@ class WorkQueue(Generic[K]):
 
     # --------------------------------------------------------------------------------------- producers
 
-    def add(self, key: K) -> None:
-        if self._shut_down or key in self._dirty:
+    def add(self, key: K, *, low: bool = False) -> None:
+        if self._shut_down:
+            return
+        if key in self._dirty:
+            if not low and key in self._queued_low:  # moved up; its entry in ``_low`` is skipped when reached
+                self._queued_low.discard(key)
+                if key not in self._processing:
+                    self._queue.append(key)
+                    self._wake()
             return
         self._dirty.add(key)
         self._added_at.setdefault(key, self._clock())
+        if low:
+            self._queued_low.add(key)
         if key not in self._processing:
-            self._queue.append(key)
+            (self._low if low else self._queue).append(key)
             self._wake()
 
     def add_after(self, key: K, delay: float) -> None:
@@ -103,9 +117,10 @@ class WorkQueue(Generic[K]):
         """Wait for the next key and mark it as processing; raises ``ShutDown`` once shut down and drained."""
         while True:
             self._promote_due()
-            if self._queue:
-                key = self._queue.popleft()
+            key = self._next()
+            if key is not None:
                 self._dirty.discard(key)
+                self._queued_low.discard(key)
                 self._processing.add(key)
                 return key
             if self._shut_down:
@@ -120,7 +135,7 @@ class WorkQueue(Generic[K]):
     def done(self, key: K) -> None:
         self._processing.discard(key)
         if key in self._dirty:
-            self._queue.append(key)
+            (self._low if key in self._queued_low else self._queue).append(key)
             self._wake()
         else:
             self._added_at.pop(key, None)
@@ -136,7 +151,12 @@ class WorkQueue(Generic[K]):
     # -------------------------------------------------------------------------------------- inspection
 
     def __len__(self) -> int:
-        return len(self._queue)
+        """Keys waiting to be processed, at either priority."""
+        return len(self._dirty) - sum(1 for key in self._processing if key in self._dirty)
+
+    @property
+    def waiting_low(self) -> int:
+        return len(self._queued_low) - sum(1 for key in self._processing if key in self._queued_low)
 
     @property
     def delayed(self) -> int:
@@ -150,6 +170,18 @@ class WorkQueue(Generic[K]):
         return key in self._delay_of
 
     # --------------------------------------------------------------------------------------- internals
+
+    def _next(self) -> K | None:
+        """The next key to hand out: normal ones first; entries left behind by a move up or a hand-out are skipped."""
+        while self._queue:
+            key = self._queue.popleft()
+            if key in self._dirty and key not in self._processing and key not in self._queued_low:
+                return key
+        while self._low:
+            key = self._low.popleft()
+            if key in self._queued_low and key not in self._processing:
+                return key
+        return None
 
     def _wake(self) -> None:
         self._wakeup.set()

@@ -341,3 +341,23 @@ def test_a_watch_error_event_is_raised_as_the_api_error_it_carries() -> None:
     added = {"type": "ADDED", "object": obj("a", 1)}
     assert event_of(added) == added
     assert event_of({"type": "BOOKMARK", "object": obj("", 7)})["type"] == "BOOKMARK"
+
+
+async def test_the_first_lists_objects_and_a_late_handlers_replay_are_told_in_bulk_and_changes_are_not() -> None:
+    """What a controller queues at low priority: every object of the first list and of a late handler's replay; a
+    watch event, and what a relist after a gap finds changed, are changes someone made."""
+    source = ScriptedSource(
+        lists=[page([obj("a", 1), obj("b", 2)], 10), page([obj("b", 3), obj("c", 4)], 20)],
+        watches=[[{"type": "ADDED", "object": obj("d", 11)}, Gone(status=410, reason="Expired")]],
+    )
+    informer = Informer(source, backoff=FAST)
+    told: list[tuple[str, str, bool]] = []
+    informer.add_handler(lambda kind, o: told.append((kind, o["metadata"]["name"], informer.initial)))
+    await run_until_idle(informer, source)
+    assert told[:3] == [("ADDED", "a", True), ("ADDED", "b", True), ("ADDED", "d", False)]
+    assert sorted(told[3:]) == [("ADDED", "c", False), ("DELETED", "a", False), ("DELETED", "d", False),
+                                ("MODIFIED", "b", False)]  # fmt: skip
+    late: list[tuple[str, bool]] = []
+    informer.add_handler(lambda kind, o: late.append((o["metadata"]["name"], informer.initial)))
+    assert sorted(late) == [("b", True), ("c", True)]
+    assert informer.initial is False

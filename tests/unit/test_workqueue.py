@@ -145,3 +145,55 @@ async def test_concurrent_workers_never_share_a_key() -> None:
 def test_backoff_is_capped() -> None:
     assert Backoff(base=0.05, cap=300).delay(1000) == 300
     assert Backoff().delay(0) == 0
+
+
+async def test_a_key_added_low_waits_behind_every_key_added_normally() -> None:
+    """A bulk look at every object (a first list, a worker back) must not delay a change someone made (a cancel)."""
+    q: WorkQueue[str] = WorkQueue()
+    for key in ("bulk-1", "bulk-2", "bulk-3"):
+        q.add(key, low=True)
+    q.add("cancel")
+    assert (len(q), q.waiting_low) == (4, 3)
+    assert [await q.get() for _ in range(4)] == ["cancel", "bulk-1", "bulk-2", "bulk-3"]
+
+
+async def test_a_low_key_added_normally_moves_up_once_and_a_normal_key_added_low_stays_up() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    q.add("a", low=True)
+    q.add("b", low=True)
+    q.add("c")
+    q.add("b")  # changed by someone meanwhile: moves up
+    q.add("c", low=True)  # a bulk look at a key already waiting normally keeps its place
+    assert (len(q), q.waiting_low) == (3, 1)
+    assert [await q.get() for _ in range(3)] == ["c", "b", "a"]
+    for key in ("a", "b", "c"):
+        q.done(key)
+    assert len(q) == 0
+    with anyio.move_on_after(0.05) as scope:  # the entry "b" left in the low lane is not handed out again
+        await q.get()
+    assert scope.cancelled_caught
+
+
+async def test_a_key_added_while_processing_comes_back_at_the_priority_it_was_added_with() -> None:
+    q: WorkQueue[str] = WorkQueue()
+    q.add("a")
+    q.add("b")
+    assert await q.get() == "a"
+    q.add("a", low=True)  # looked at again in bulk while being processed
+    q.add("x")
+    q.done("a")
+    assert [await q.get(), await q.get(), await q.get()] == ["b", "x", "a"]
+    q.add("b", low=True)  # again in bulk while being processed, then changed: normal
+    q.add("b")
+    q.add("y", low=True)
+    q.done("b")
+    assert [await q.get(), await q.get()] == ["b", "y"]
+
+
+async def test_a_delayed_key_comes_back_normally() -> None:
+    clock = Clock()
+    q: WorkQueue[str] = WorkQueue(clock=clock)
+    q.add("bulk", low=True)
+    q.add_after("retry", 1.0)
+    clock.now += 2
+    assert [await q.get(), await q.get()] == ["retry", "bulk"]
