@@ -92,6 +92,16 @@ class Worker:
         """Monotonic time its copy's latest change was seen (for the status-sync lag)."""
         return self._connection.observed.get((kind, key.namespace, key.name))
 
+    def remember_copy(self, gvk: GroupVersionKind, obj: Object) -> bool:
+        """A copy read live, kept in the cache when newer than what it holds; whether it was."""
+        informer = self._connection.objects.get(gvk)
+        if informer is None:
+            return False
+        key = ObjectKey.of(obj)
+        before = informer.get(key)
+        informer.remember(obj)
+        return informer.get(key) is not before
+
     def remember_created(self, gvk: GroupVersionKind | None, obj: Object) -> None:
         """A copy (``gvk`` ``None``: a Workload copy) this process just created: read as cached until its watch
         event comes, so the next pass does not create it again."""

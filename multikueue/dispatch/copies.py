@@ -238,6 +238,18 @@ async def carry_spec(worker: Worker, adapter: GenericAdapter, manager_object: Ob
     log.info("spec carried to worker", cluster=worker.name, kind=adapter.gvk.kind, object=str(key), patch=patch)
 
 
+async def caught_up(worker: Worker, adapter: GenericAdapter, cached: Object) -> bool:
+    """Whether the cached copy is the worker's latest, read live (as Kueue reads the remote job before it finishes
+    the local Workload). A worker's Workload copy can finish before its object's watch brings the final status (the
+    two caches relist on their own after a reconnect): a run finished on that stale copy would never show its end. A
+    newer copy is kept in the cache for the next pass to mirror."""
+    key = ObjectKey.of(cached)
+    live = await worker.objects(adapter.gvk).get(key.name, key.namespace)
+    if live is None or live["metadata"].get("resourceVersion") == cached["metadata"].get("resourceVersion"):
+        return True
+    return not worker.remember_copy(adapter.gvk, live)
+
+
 async def delete(worker: Worker, gvk: GroupVersionKind, key: ObjectKey) -> bool:
     """Delete this manager's copy if the worker's cache has it (a foreign same-named object never is there) and it
     is not already going; whether a delete was sent."""

@@ -356,8 +356,11 @@ class WorkloadReconciler:
                 return Result()  # the owner's release brings this Workload back
             case copies.Foreign(message=message):
                 raise copies.OwnershipConflict(message)
-            case copies.Absent() | copies.NoStatus() | copies.InSync():  # the final status is on the manager object
-                await self._finish(work.workload, step.reason, step.message)
+            case copies.Absent() | copies.NoStatus() | copies.InSync() as seen:
+                cached = None if isinstance(seen, copies.Absent) else seen.worker_obj
+                if cached is not None and not await copies.caught_up(worker, work.adapter, cached):
+                    return Result(requeue_after=0.0)  # newer than its cache: mirrored by the next pass, then finished
+                await self._finish(work.workload, step.reason, step.message)  # the final status is on the manager
                 return Result()
         return Result(requeue_after=0.0)  # adopted by this pass: mirrored by the next one, then finished
 

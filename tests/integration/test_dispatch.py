@@ -676,3 +676,47 @@ async def test_a_copy_is_kept_while_it_is_unknown_whether_its_worker_serves_the_
     finally:
         connection.resources[gvk] = resource
         connection.kind_errors.pop(gvk, None)
+
+
+async def test_a_worker_workload_finished_before_its_objects_watch_brings_the_final_status_still_mirrors_it(
+    scenario: Scenario, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's Workload copy and its object are watched apart; after a reconnect either may catch up first.
+    Here the object's watch events are lost to the dispatcher's cache while Tekton writes the final status, and the
+    Workload copy finishes after: the run must not finish on the manager with the status the cache still holds (a
+    soak found three runs finished with no final state, right after their worker was killed and came back). The
+    copy is read live before the Workload finishes, as Kueue reads the remote job."""
+    from multikueue.kube.addresses import GroupVersionKind
+
+    s = scenario
+    _, workload = await s.submit("late")
+    wl_name = workload["metadata"]["name"]
+    await s.copied(wl_name)
+    await kueue.admit(s.api["worker1"], wl_name, s.namespace)
+    await s.check_state(wl_name, state="Ready")
+    await s.wait(s.runs("worker1"), "late", lambda r: r is not None, "PipelineRun on worker1")
+    await s.runs("worker1").patch_status("late", {"status": running_status("late")}, s.namespace)
+    await s.wait(s.runs("manager"), "late", lambda r: "status" in r, "running status mirrored")
+
+    connection = s.manager.generation.cluster_reconciler.connections[s.names["worker1"]]
+    informer = connection.objects[GroupVersionKind.parse("PipelineRun.v1.tekton.dev")]
+    monkeypatch.setattr(informer, "_put", lambda key, obj: None)  # the watch's events no longer reach the cache
+    final = {**running_status("late"), "completionTime": "2026-08-01T10:00:20Z",
+             "conditions": [{"type": "Succeeded", "status": "True", "reason": "Succeeded", "message": "Tasks done",
+                             "lastTransitionTime": "2026-08-01T10:00:20Z"}]}  # fmt: skip
+    written = await s.runs("worker1").patch_status("late", {"status": final}, s.namespace)
+    await wait_until(lambda: int(informer.resource_version or 0) >= int(written["metadata"]["resourceVersion"]),
+                     what="the final status's watch event passed the cache by")  # fmt: skip
+    monkeypatch.undo()
+    cached = informer.get(ObjectKey(s.namespace, "late"))
+    assert cached is not None
+    assert "completionTime" not in cached.get("status", {}), "the cache is stale, as meant"
+
+    await kueue.finish(s.api["worker1"], wl_name, s.namespace, reason="Succeeded", message="Job finished successfully")
+    manager_wl = await s.wait(s.workloads("manager"), wl_name, lambda w: any(
+        c["type"] == "Finished" and c["status"] == "True" for c in w["status"].get("conditions", [])),
+        "manager Workload finished")  # fmt: skip
+    assert manager_wl["status"]["clusterName"] == s.names["worker1"]
+    manager_run = await s.get(s.runs("manager"), "late")
+    assert manager_run["status"]["conditions"][0]["reason"] == "Succeeded", manager_run["status"]
+    assert manager_run["status"]["completionTime"] == "2026-08-01T10:00:20Z"
