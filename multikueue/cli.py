@@ -148,8 +148,19 @@ def _build_parser() -> argparse.ArgumentParser:
     logs_command = commands.add_parser("logs", help="a run's pod logs, from the worker it runs on")
     logs_command.add_argument("kind", metavar="KIND", help="the kind as configured, e.g. PipelineRun.v1.tekton.dev")
     logs_command.add_argument("object", metavar="NAMESPACE/NAME")
-    logs_command.add_argument("-f", "--follow", action="store_true", help="keep streaming until the containers end")
+    logs_command.add_argument(
+        "-f",
+        "--follow",
+        action="store_true",
+        help="keep streaming: until the containers end; with the kind's logs shape, until the run ends",
+    )
     logs_command.add_argument("-c", "--container", help="only this container of each pod")
+    logs_command.add_argument(
+        "--task", help="only this part of the run (a PipelineRun's task: the kind's logs.groupLabel)"
+    )
+    logs_command.add_argument("--prefix", type=_flag, nargs="?", const=True, default=None, metavar="BOOL",
+                              help="prefix each line with where it comes from ([task : step] with the kind's logs "
+                                   "shape); --prefix=false: bare lines")  # fmt: skip
     logs_command.add_argument(
         "--selector",
         help="the run's pods on the worker, a label selector ({name}, {namespace} filled in); default: the kind's "
@@ -397,31 +408,49 @@ def _status(args: argparse.Namespace) -> int:
     return _run_on_a_run("status", args, body)
 
 
-async def _pod_selector(api: Any, args: argparse.Namespace, gvk: Any) -> str:
-    """``--selector``, else the kind's ``podSelector`` in the dispatcher's configuration (file or ConfigMap)."""
+def _flag(value: str) -> bool:
+    """A kubectl-style boolean flag value (``--prefix=false``)."""
+    if value.lower() in ("true", "1", "yes"):
+        return True
+    if value.lower() in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"{value!r} is not true or false")
+
+
+async def _pod_selector(api: Any, args: argparse.Namespace, gvk: Any) -> tuple[str, Any]:
+    """``--selector``, else the kind's ``podSelector`` in the dispatcher's configuration (file or ConfigMap); and the
+    kind's ``logs`` shape there (none when the configuration is not read or names none)."""
     from multikueue.commands.logs import LogsUnavailable
 
-    if args.selector:
-        return str(args.selector)
     where = args.config_file or f"ConfigMap {args.config_namespace}/{args.config_name}"
     try:
-        selector = (await _configuration(api, args)).adapter(gvk).pod_selector
+        adapter = (await _configuration(api, args)).adapter(gvk)
     except Exception as e:  # unreadable, absent or invalid: the same answer, naming where and why
+        if args.selector and not args.task:
+            return str(args.selector), None
         raise LogsUnavailable(f"no pod selector: cannot read the configuration ({where}): {e}; give --selector") from e
+    if args.task and adapter.logs is None:
+        raise LogsUnavailable(f"--task {args.task}: {args.kind} has no logs shape (logs.groupLabel) in the "
+                              f"configuration ({where})")  # fmt: skip
+    selector = args.selector or adapter.pod_selector
     if not selector:
         raise LogsUnavailable(f"no podSelector for {args.kind} in the configuration ({where}); give --selector")
-    return str(selector)
+    return str(selector), adapter.logs
 
 
 def _logs(args: argparse.Namespace) -> int:
     from multikueue.commands import logs, status
 
     async def body(api: Any, gvk: Any, namespace: str, name: str, workers: Any) -> int:
-        selector = await _pod_selector(api, args, gvk)
-        view = await status.gather(api, gvk, namespace, name, args.secrets_namespace, workers)
-        request = logs.Request(namespace, name, selector, args.container, args.follow)
-        await logs.stream(api, view, request, lambda line: print(line, flush=True), workers,
-                          args.secrets_namespace)  # fmt: skip
+        selector, shape = await _pod_selector(api, args, gvk)
+
+        async def gather() -> Any:
+            return await status.gather(api, gvk, namespace, name, args.secrets_namespace, workers)
+
+        request = logs.Request(namespace, name, selector, args.container, args.follow, shape=shape, part=args.task,
+                               prefix=args.prefix)  # fmt: skip
+        await logs.stream(api, await gather(), request, lambda line: print(line, flush=True), workers,
+                          args.secrets_namespace, refresh=gather)  # fmt: skip
         return 0
 
     return _run_on_a_run("logs", args, body)

@@ -638,6 +638,18 @@ class Webhook(_Model):
     configuration_name: str | None = "multikueue-mutating-webhook"
 
 
+class LogsShape(_Model):
+    """How a run's pods and containers are shown by ``multikueue logs``, as its kind's own tool shows them (tkn for
+    PipelineRun: task after task in the pipeline's order, each step's lines prefixed ``[task : step]``)."""
+
+    group_label: str  # the pod label naming the part of the run a pod belongs to (a task): the prefix, ``--task``
+    # On the run (its status as mirrored from the worker): the parts' names in the run's order, path after path.
+    # Parts not named come after, oldest pod first.
+    order: tuple[JsonPath, ...] = ()
+    # Only containers whose name starts with this (Tekton's steps: "step-"), shown without it; empty: every one.
+    container_prefix: str = ""
+
+
 class Adapter(ExternalFramework):
     """Per-kind behaviour for one ``externalFrameworks`` entry (by ``name``); every default is Kueue's generic
     adapter."""
@@ -658,6 +670,7 @@ class Adapter(ExternalFramework):
     # The run's pods on its worker, for `multikueue logs`: a label selector, {name} and {namespace} filled in
     # (PipelineRun: tekton.dev/pipelineRun={name}).
     pod_selector: str | None = None
+    logs: LogsShape | None = None  # absent: every container of every pod at once, ``[pod/container]`` prefixed
     # A finished run's object (and through it its pods, for `multikueue logs`) is kept on its worker this long after
     # it finished (Kueue mode: the manager Workload's Finished; its Workload copy goes at once, no quota held).
     retention: Duration | None = None

@@ -16,9 +16,12 @@ import pytest
 import yaml
 from kubernetes_asyncio import client as k8s_client
 
+from e2e.kind.components import STEP_IMAGE
 from e2e.kind.scene import (
     NAMESPACE,
     PIPELINERUNS,
+    QUEUE,
+    TASKRUNS,
     Object,
     condition,
     example,
@@ -33,6 +36,7 @@ from e2e.wiring import CHECK, SYSTEM
 from multikueue.kube.addresses import MULTIKUEUE_CLUSTERS, WORKLOADS
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import Objects
+from multikueue.testing import kueue
 from multikueue.testing.client import k8s
 from multikueue.testing.waiting import eventually
 
@@ -170,10 +174,11 @@ async def test_status_and_logs_show_the_running_step_from_the_manager(
         assert code == 0, err
         return out
 
+    # The shipped configuration's logs shape: tkn's "[task : step]" prefix (task "echo", step "echo").
     assert (await eventually(logs, until=lambda out: "the step says hello" in out, timeout=60)).strip() == (
-        "the step says hello")  # fmt: skip
+        "[echo : echo] the step says hello")  # fmt: skip
     code, out, err = await _cli(kind, tmp_path, "logs", *what, "-f", "--container", "step-echo", timeout=120)
-    assert (code, out.strip()) == (0, "the step says hello"), err
+    assert (code, out.strip()) == (0, "[echo : echo] the step says hello"), err
     finished = await _finished(kind, api, wl)
     assert condition(finished, "Finished").get("reason") == "Succeeded"
     code, out, err = await _cli(kind, tmp_path, "status", *what)
@@ -356,38 +361,91 @@ async def _configure(kind: KindEnvironment, api: dict[str, ApiClient], config: P
     await rolled_out(kind, api, f"the dispatcher restarted ({stamp})")
 
 
-async def test_a_finished_run_kept_by_retention_shows_its_real_logs_until_its_time_is_up(
+def _pipeline(name: str) -> Object:
+    """Three tasks as a team writes them: a result passed from one task to the next as a param, two steps in the
+    first, and a ``finally`` task; every step on the local image, each printing one line."""
+    body = example()
+    body["metadata"]["name"] = name
+
+    def step(step_name: str, script: str) -> Object:
+        return {"name": step_name, "image": STEP_IMAGE, "script": f"#!/bin/sh\n{script}\n"}
+
+    body["spec"]["pipelineSpec"] = {
+        "tasks": [
+            {"name": "make", "taskSpec": {"results": [{"name": "word"}], "steps": [
+                step("choose", 'printf hello > "$(results.word.path)"; echo "chose hello"'),
+                step("announce", 'sleep 2; echo "announced"')]}},
+            {"name": "use", "runAfter": ["make"], "params": [{"name": "WORD", "value": "$(tasks.make.results.word)"}],
+             "taskSpec": {"params": [{"name": "WORD"}], "steps": [step("say", 'echo "got $(params.WORD)"')]}},
+        ],
+        "finally": [{"name": "wrap", "taskSpec": {"steps": [step("done", 'echo "wrapped up"')]}}],
+    }  # fmt: skip
+    body["spec"].pop("params", None)
+    return body
+
+
+async def _tekton_records(api: dict[str, ApiClient], worker: str, run: str) -> list[str]:
+    """What the worker's Tekton says ran, as ``[task : step]``: its TaskRuns in the pipeline's order (tasks, then
+    finally), each one's steps in the order of its ``status.steps``."""
+    copy = await Objects(api[worker], PIPELINERUNS).get(run, NAMESPACE)
+    assert copy is not None
+    spec = copy["status"]["pipelineSpec"]
+    order = [t["name"] for t in spec["tasks"]] + [t["name"] for t in spec.get("finally") or []]
+    by_task = {c["pipelineTaskName"]: c["name"] for c in copy["status"]["childReferences"]}
+    records = []
+    for task in order:
+        taskrun = await Objects(api[worker], TASKRUNS).get(by_task[task], NAMESPACE)
+        assert taskrun is not None
+        records += [f"[{task} : {s['name']}]" for s in taskrun["status"]["steps"]]
+    return records
+
+
+def _prefixes(out: str) -> list[str]:
+    return [line[: line.index("]") + 1] for line in out.strip().splitlines()]
+
+
+async def test_logs_show_a_pipeline_as_tkn_does_and_retention_keeps_them_until_its_time_is_up(
     kind: KindEnvironment, api: dict[str, ApiClient], tmp_path: Path
 ) -> None:
-    """The kind's ``retention`` (60 s here) on real pods: after the run finished on the manager, its copy and the
-    step's pod stay on the worker and ``multikueue logs`` prints what the step printed, while the worker's Workload
-    copy is removed at once (its Kueue holds no quota for it); once the time is up the copy and its pods go, and
-    ``logs`` says so in one line."""
+    """``multikueue logs`` on a three-task pipeline that really runs, in tkn's shape: ``-f`` started as the run is
+    placed follows every task as it starts, in the pipeline's order, until the run ends; its ``[task : step]``
+    prefixes are what the worker's Tekton recorded (TaskRuns, their steps). The kind's ``retention`` (90 s here) keeps
+    the finished copy and its pods on the worker, so ``logs`` still reads them after the run finished on the manager,
+    while the worker's Workload copy goes at once (its Kueue holds no quota for it); once the time is up the copy and
+    its pods go, and ``logs`` says so in one line."""
     assert kind.dispatcher_config is not None
     config = yaml.safe_load(kind.dispatcher_config.read_text())
     adapter = next(a for a in config["dispatcher"]["adapters"] if a["name"] == "PipelineRun.v1.tekton.dev")
-    adapter["retention"] = "60s"
+    adapter["retention"] = "90s"
     kept = tmp_path / "retention-config.yaml"
     kept.write_text(yaml.safe_dump(config))
-    run = "kind-kept"
+    run = "kind-tasks"
     await _configure(kind, api, kept, "retention-on")
     try:
-        _, wl = await submit(api, run, script='#!/bin/sh\necho "kept for reading"\n')
+        made = await Objects(api["manager"], PIPELINERUNS).create(_pipeline(run), NAMESPACE)
+        workload = kueue.workload_for(made, queue=QUEUE)
+        wl = (await Objects(api["manager"], WORKLOADS).create(workload, NAMESPACE))["metadata"]["name"]
         winner = await _placed(kind, api, wl)
+        what = ("PipelineRun.v1.tekton.dev", f"{NAMESPACE}/{run}")
+        code, followed, err = await _cli(kind, tmp_path, "logs", *what, "-f", timeout=300)
+        assert code == 0, err
         finished = await _finished(kind, api, wl)
         assert condition(finished, "Finished").get("reason") == "Succeeded"
         await eventually(lambda: Objects(api[winner], WORKLOADS).get(wl, NAMESPACE), until=lambda w: w is None,
                          timeout=60, what=f"the Workload copy on {winner} removed at once")  # fmt: skip
-        copy = await Objects(api[winner], PIPELINERUNS).get(run, NAMESPACE)
-        assert copy is not None, f"the finished copy on {winner} was not kept\n{kind.dispatcher_log()}"
-        assert condition(copy, "Succeeded").get("status") == "True"
-        assert await _pods(kind, winner, run), f"the step's pod on {winner} was not kept"
-        what = ("PipelineRun.v1.tekton.dev", f"{NAMESPACE}/{run}")
-        code, out, err = await _cli(kind, tmp_path, "logs", *what, "--container", "step-echo")
-        assert (code, out.strip()) == (0, "kept for reading"), err
+        assert await _pods(kind, winner, run), f"the pods on {winner} were not kept\n{kind.dispatcher_log()}"
 
-        await _nothing_left(kind, api, wl, run)  # the retention's 60 s up: copy and pods removed by the dispatcher
-        code, out, err = await _cli(kind, tmp_path, "logs", *what, "--container", "step-echo")
+        shown = ["[make : choose] chose hello", "[make : announce] announced", "[use : say] got hello",
+                 "[wrap : done] wrapped up"]  # fmt: skip
+        assert followed.strip().splitlines() == shown, followed
+        assert _prefixes(followed) == await _tekton_records(api, winner, run)
+        code, out, err = await _cli(kind, tmp_path, "logs", *what)  # the finished run, read again while kept
+        assert (code, out.strip().splitlines()) == (0, shown), err
+        code, out, err = await _cli(kind, tmp_path, "logs", *what, "--task", "use", "--prefix=false")
+        assert (code, out.strip()) == (0, "got hello"), err
+
+        await _nothing_left(kind, api, wl, run)  # the retention's 90 s up: copy and pods removed by the dispatcher
+        code, out, err = await _cli(kind, tmp_path, "logs", *what)
         assert code != 0
         assert err.strip().endswith(f"its pods on worker {winner} are gone (the kind's retention keeps a finished "
                                     "run's object, and its pods, for a while)"), err  # fmt: skip

@@ -128,6 +128,7 @@ async def test_logs_says_why_there_are_none_yet(scenario: Scenario, tmp_path: Pa
     assert err == (f"multikueue logs: no pods of PipelineRun {s.namespace}/logged on worker {s.names['worker1']} "
                    f"(selector tekton.dev/pipelineRun=logged): admitted on {s.names['worker1']}, running there: no "
                    "conditions yet\n"), err  # fmt: skip
+    await _shaped_logs_say_what_they_cannot_narrow_to(s, admin, config, tmp_path)
 
     # Finished: its pods are gone with its copy (unless the kind's retention keeps them), and it says so.
     await kueue.finish(s.api["worker1"], wl_name, s.namespace, reason="Succeeded", message="Job finished successfully")
@@ -137,6 +138,36 @@ async def test_logs_says_why_there_are_none_yet(scenario: Scenario, tmp_path: Pa
     assert err == (f"multikueue logs: finished (Succeeded): Job finished successfully; its pods on worker "
                    f"{s.names['worker1']} are gone (the kind's retention keeps a finished run's object, and its pods, "
                    "for a while)\n"), err  # fmt: skip
+
+
+async def _shaped_logs_say_what_they_cannot_narrow_to(s: Scenario, admin: Any, config: Path, tmp_path: Path) -> None:
+    """``--task`` needs the kind's logs shape; with it, a task none of the run's pods belongs to is named. A pod that
+    has not started (the bed runs none) has nothing to read yet: no line, exit 0."""
+    code, out, err = await _status(s, admin, "logged", tmp_path, "logs", "--config-file", str(config), "--task", "b")
+    assert (code, out) == (1, "")
+    assert err == (f"multikueue logs: --task b: {KIND} has no logs shape (logs.groupLabel) in the configuration "
+                   f"({config})\n"), err  # fmt: skip
+    shaped = tmp_path / "shaped.yaml"
+    adapter = {"name": KIND, "podSelector": "tekton.dev/pipelineRun={name}",
+               "logs": {"groupLabel": "tekton.dev/pipelineTask", "containerPrefix": "step-"}}  # fmt: skip
+    shaped.write_text(yaml.safe_dump({"multiKueue": {"externalFrameworks": [{"name": KIND}]},
+                                      "dispatcher": {"adapters": [adapter]}}))  # fmt: skip
+    pod = {"metadata": {"name": "logged-make-pod", "labels": {"tekton.dev/pipelineRun": "logged",
+                                                              "tekton.dev/pipelineTask": "make"}},
+           "spec": {"containers": [{"name": "step-choose", "image": "never-pulled"}]}}  # fmt: skip
+    pods = k8s_client.CoreV1Api(k8s(s.api["worker1"]))
+    await pods.create_namespaced_pod(s.namespace, pod)
+    try:
+        code, out, err = await _status(s, admin, "logged", tmp_path, "logs", "--config-file", str(shaped), "--task",
+                                       "build")  # fmt: skip
+        assert (code, out) == (1, "")
+        assert err == (f"multikueue logs: no part build in pods of PipelineRun {s.namespace}/logged on worker "
+                       f"{s.names['worker1']} (selector tekton.dev/pipelineRun=logged): admitted on "
+                       f"{s.names['worker1']}, running there: no conditions yet\n"), err  # fmt: skip
+        code, out, err = await _status(s, admin, "logged", tmp_path, "logs", "--config-file", str(shaped))
+        assert (code, out, err) == (0, "", "")
+    finally:
+        await pods.delete_namespaced_pod("logged-make-pod", s.namespace, grace_period_seconds=0)
 
 
 def _finished(workload: Any) -> bool:
