@@ -357,7 +357,9 @@ class WorkloadReconciler:
             case copies.Foreign(message=message):
                 raise copies.OwnershipConflict(message)
             case copies.Absent() | copies.NoStatus() | copies.InSync() as seen:
-                cached = None if isinstance(seen, copies.Absent) else seen.worker_obj
+                # A cached copy the kind's ``finished`` predicate holds on has its final status: no read needed (a
+                # read per run would wait on a hung worker).
+                cached = None if isinstance(seen, copies.Absent | copies.Finished) else seen.worker_obj
                 if cached is not None and not await copies.caught_up(worker, work.adapter, cached):
                     return Result(requeue_after=0.0)  # newer than its cache: mirrored by the next pass, then finished
                 await self._finish(work.workload, step.reason, step.message)  # the final status is on the manager
