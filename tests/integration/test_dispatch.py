@@ -658,6 +658,7 @@ async def test_a_copy_is_kept_while_it_is_unknown_whether_its_worker_serves_the_
     wl_name = workload["metadata"]["name"]
     await s.copied(wl_name)
     assert s.manager is not None
+    assert s.manager is not None
     connection = s.manager.generation.cluster_reconciler.connections[s.names["worker1"]]
     gvk = GroupVersionKind("tekton.dev", "v1", "PipelineRun")
     assert connection.serves(gvk) is True
@@ -698,6 +699,7 @@ async def test_a_worker_workload_finished_before_its_objects_watch_brings_the_fi
     await s.runs("worker1").patch_status("late", {"status": running_status("late")}, s.namespace)
     await s.wait(s.runs("manager"), "late", lambda r: "status" in r, "running status mirrored")
 
+    assert s.manager is not None
     connection = s.manager.generation.cluster_reconciler.connections[s.names["worker1"]]
     informer = connection.objects[GroupVersionKind.parse("PipelineRun.v1.tekton.dev")]
     monkeypatch.setattr(informer, "_put", lambda key, obj: None)  # the watch's events no longer reach the cache
