@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NoReturn
 
 import anyio
 
@@ -72,12 +72,7 @@ async def stream(api: ApiClient, view: RunView, request: Request, out: Callable[
         found = await core.pods(client, request.namespace, selector)
         targets = [(p["metadata"]["name"], c) for p in found for c in containers(p, request.container)]
         if not targets:
-            what = f"container {request.container} in " if request.container and found else ""
-            if not found and finished(view):
-                raise LogsUnavailable(f"{why(view)}; its pods on worker {worker.name} are gone (the kind's retention "
-                                      "keeps a finished run's object, and its pods, for a while)")  # fmt: skip
-            raise LogsUnavailable(f"no {what}pods of {view.gvk.kind} {request.namespace}/{request.name} on worker "
-                                  f"{worker.name} (selector {selector}): {why(view)}")  # fmt: skip
+            _nothing_to_read(view, request, found, selector)
         async with anyio.create_task_group() as tg:
             for pod, container in targets:
                 prefixed = len(targets) > 1 if request.prefix is None else request.prefix
@@ -125,6 +120,12 @@ def _none_found(view: RunView, request: Request, pods: list[Object], selector: s
     """Nothing to read at all: why, in one line (a follower waits for the first part instead, unless it is over)."""
     if request.follow and not finished(view):
         return
+    _nothing_to_read(view, request, pods, selector)
+
+
+def _nothing_to_read(view: RunView, request: Request, pods: list[Object], selector: str) -> NoReturn:
+    """Why there is nothing to read, in one line: the pods gone with a finished run, or none (of that part or
+    container) there."""
     worker = _worker(view).name
     if not pods and finished(view):
         raise LogsUnavailable(f"{why(view)}; its pods on worker {worker} are gone (the kind's retention keeps a "
