@@ -457,12 +457,14 @@ async def test_a_run_no_workers_kueue_can_admit_gives_up_and_frees_the_managers_
     for worker in ("worker1", "worker2"):
         await Objects(clients[worker], kueue.LOCAL_QUEUES).delete(QUEUE, namespace)
     _, wl = await _submit(clients, namespace, "nowhere", dispatching)
-    rejected = await eventually(lambda: _get(clients["manager"], WORKLOADS, wl, namespace),
-                                until=lambda w: w is not None and any(
-                                    c.get("state") == "Rejected" for c in (w.get("status") or {}).get("admissionChecks")
-                                    or []),
-                                timeout=120, what="the check Rejected")  # fmt: skip
-    message = rejected["status"]["admissionChecks"][0]["message"]
+    # Kueue resets a Rejected check to Pending as soon as it has deactivated the Workload, so the lasting record of
+    # the rejection, and what a user reads, is the deactivated Workload's Evicted condition quoting the check.
+    deactivated = await eventually(lambda: _get(clients["manager"], WORKLOADS, wl, namespace),
+                                   until=lambda w: w is not None and w["spec"].get("active") is False
+                                   and _condition(w, "Evicted").get("reason") == "DeactivatedDueToAdmissionCheck",
+                                   timeout=120, what="the Workload deactivated for the Rejected check")  # fmt: skip
+    message = _condition(deactivated, "Evicted")["message"]
+    assert "No worker's Kueue can admit the workload: " in message, message
     assert message.startswith("No worker's Kueue can admit the workload: "), message
     for worker in ("worker1", "worker2"):
         assert f'worker "{namespace}-{worker}": ' in message
