@@ -68,9 +68,9 @@ def build_images() -> dict[str, list[str]]:
     except (ComponentUnavailable, ImageError) as e:
         raise NodeImageError(str(e)) from None
     docker("tag", built, DEPLOYED_IMAGE, what=f"docker tag {DEPLOYED_IMAGE}")
-    common = [KUEUE_IMAGE]
+    common = [KUEUE_IMAGE, DEPLOYED_IMAGE]  # the dispatcher's image on the workers too: `run --role worker`
     return {
-        "manager": [*common, DEPLOYED_IMAGE],
+        "manager": common,
         "worker": [*common, STEP_IMAGE, *(tekton_image(p) for p in TEKTON_PROGRAMS)],
     }
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import yaml
+from kubernetes_asyncio import client as k8s_client
 
 from e2e.kind.components import STEP_IMAGE
 from e2e.providers.kind import ROOT, KindEnvironment
@@ -14,6 +15,7 @@ from multikueue.kube.addresses import WORKLOADS, Resource
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import Objects
 from multikueue.testing import kueue
+from multikueue.testing.client import k8s
 from multikueue.testing.waiting import eventually
 
 PIPELINERUNS = Resource("tekton.dev", "v1", "pipelineruns", "PipelineRun")
@@ -84,6 +86,12 @@ async def rolled_out(kind: KindEnvironment, api: dict[str, ApiClient], what: str
 
     await eventually(state, until=lambda s: settled(*s), timeout=300, interval=1,
                      what=f"{what}\n{kind.dispatcher_log()}")  # fmt: skip
+
+
+async def restart(api: dict[str, ApiClient], stamp: str) -> None:
+    """``kubectl rollout restart`` of the manager's dispatcher: a new annotation on the Pod template."""
+    patch = {"spec": {"template": {"metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": stamp}}}}}
+    await k8s_client.AppsV1Api(k8s(api["manager"])).patch_namespaced_deployment("multikueue-controller", SYSTEM, patch)
 
 
 async def live_leader(api: dict[str, ApiClient], *, timeout: float) -> str:

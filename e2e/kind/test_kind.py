@@ -10,12 +10,14 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
 import yaml
 from kubernetes_asyncio import client as k8s_client
 
+from e2e.kind import integration
 from e2e.kind.components import STEP_IMAGE
 from e2e.kind.scene import (
     NAMESPACE,
@@ -27,18 +29,24 @@ from e2e.kind.scene import (
     example,
     leader_pod,
     live_leader,
+    restart,
     rolled_out,
     submit,
 )  # fmt: skip
 from e2e.providers import WORKERS, Environment
 from e2e.providers.kind import ROOT, KindEnvironment
 from e2e.wiring import CHECK, SYSTEM
-from multikueue.kube.addresses import MULTIKUEUE_CLUSTERS, WORKLOADS
+from multikueue.kube.addresses import MULTIKUEUE_CLUSTERS, WORKLOADS, GroupVersionKind
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import Objects
+from multikueue.labels import prebuilt_workload_of
+from multikueue.owners import workload_name
+from multikueue.runtime.informer import DELETED, Informer
 from multikueue.testing import kueue
 from multikueue.testing.client import k8s
 from multikueue.testing.waiting import eventually
+
+PR = GroupVersionKind("tekton.dev", "v1", "PipelineRun")
 
 
 @pytest.fixture
@@ -357,7 +365,7 @@ async def _configure(kind: KindEnvironment, api: dict[str, ApiClient], config: P
         await anyio.to_thread.run_sync(
             lambda: kubectl(kind, "manager", "apply", "--server-side", "-f", "-", stdin=configmap)
         )
-    await _restart(api, stamp)
+    await restart(api, stamp)
     await rolled_out(kind, api, f"the dispatcher restarted ({stamp})")
 
 
@@ -454,6 +462,61 @@ async def test_logs_show_a_pipeline_as_tkn_does_and_retention_keeps_them_until_i
         await _configure(kind, api, None, "retention-off")
 
 
+async def test_the_integration_makes_every_workload_and_a_pipeline_comes_back_as_the_workers_tekton_wrote_it(
+    kind: KindEnvironment, api: dict[str, ApiClient]
+) -> None:
+    """Nothing played: config/integration on the manager and ``multikueue run --role worker``
+    (config/worker-integration) on each worker, all from examples/tekton/integration-config.yaml; the test only
+    submits a PipelineRun and reads. The manager's webhook holds the run and its integration makes the Workload;
+    each worker's webhook holds the copy and its integration adopts MultiKueue's prebuilt Workload and releases the
+    copy once that worker's Kueue admits it; Tekton runs the three tasks on real pods. The run comes back on the
+    manager with the final status the worker's Tekton wrote: conditions, results, ``childReferences``."""
+    run = "kind-integrated"
+    body = _pipeline(run)
+    body["spec"]["pipelineSpec"]["results"] = [{"name": "word", "value": "$(tasks.make.results.word)"}]
+    seen: dict[str, dict[str, list[Object]]] = {w: {} for w in WORKERS}  # worker -> kind -> every version seen
+
+    def recorder(worker: str, kind_name: str) -> Any:
+        def record(event: str, obj: Object) -> None:
+            name = obj["metadata"]["name"]
+            if event != DELETED and (name == run or name.startswith(f"pipelinerun-{run}-")):
+                seen[worker].setdefault(kind_name, []).append(obj)
+
+        return record
+
+    await integration.install(kind, api, workers=True)
+    try:
+        async with anyio.create_task_group() as group:
+            informers = [Informer(Objects(api[w], r).source(namespace=NAMESPACE), on_event=recorder(w, r.kind))
+                         for w in WORKERS for r in (PIPELINERUNS, WORKLOADS)]  # fmt: skip
+            for informer in informers:
+                group.start_soon(informer.run)
+            made = await Objects(api["manager"], PIPELINERUNS).create(body, NAMESPACE)
+            assert made["spec"].get("status") == "PipelineRunPending", "not held by the manager's webhook"
+            wl = workload_name(run, made["metadata"]["uid"], PR)
+            winner = await _placed(kind, api, wl)
+            finished = await _finished(kind, api, wl)
+            group.cancel_scope.cancel()
+        assert condition(finished, "Finished").get("reason") == "Succeeded"
+        copy, copied_workloads = seen[winner]["PipelineRun"][-1], seen[winner]["Workload"]
+        assert prebuilt_workload_of(copy) == wl
+        requests = copied_workloads[0]["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"]
+        assert requests["requests"]["tekton.dev/pipelineruns"] == "1", "the copy's Workload is not the integration's"
+        assert any(condition(w, "Admitted").get("status") == "True" for w in copied_workloads)
+        assert "status" not in copy["spec"], "the worker's integration did not release the copy"
+        manager_run = await Objects(api["manager"], PIPELINERUNS).get(run, NAMESPACE)
+        assert manager_run is not None
+        succeeded = condition(manager_run, "Succeeded")
+        assert (succeeded.get("status"), succeeded.get("reason")) == ("True", "Succeeded"), manager_run["status"]
+        for field in ("conditions", "results", "childReferences", "startTime", "completionTime"):
+            assert manager_run["status"].get(field) == copy["status"].get(field), field
+        assert manager_run["status"]["results"] == [{"name": "word", "value": "hello"}]
+        assert [c["pipelineTaskName"] for c in manager_run["status"]["childReferences"]] == ["make", "use", "wrap"]
+        await _nothing_left(kind, api, wl, run)
+    finally:
+        await integration.remove(kind, api, workers=True)
+
+
 def test_the_hosts_kernel_settings_are_unchanged(kind: KindEnvironment) -> None:
     """kubelet writes non-namespaced settings; the node image's guard keeps them inside the nodes. Last in this
     module: every scenario above has run kubelets on three nodes by now."""
@@ -463,24 +526,12 @@ def test_the_hosts_kernel_settings_are_unchanged(kind: KindEnvironment) -> None:
     assert host_settings() == kind.host_settings_before
 
 
-async def _restart(api: dict[str, ApiClient], stamp: str) -> None:
-    """``kubectl rollout restart``: a new annotation on the Pod template."""
-    patch = {"spec": {"template": {"metadata": {"annotations": {"kubectl.kubernetes.io/restartedAt": stamp}}}}}
-    await k8s_client.AppsV1Api(k8s(api["manager"])).patch_namespaced_deployment("multikueue-controller", SYSTEM, patch)
-
-
 async def test_no_create_is_refused_while_the_leader_pod_goes_and_the_deployment_rolls(
     kind: KindEnvironment, api: dict[str, ApiClient]
 ) -> None:
     """config/integration's webhook (failurePolicy Fail) answers through a graceful deletion of the leader Pod and
     a rolling restart: a stream of queued PipelineRun creates (5/s, bounded) sees no refusal, and every run
     created exists, held by the webhook. The queue named is one no LocalQueue serves: nothing is admitted or run."""
-    from e2e.wiring import apply_manifests, kubectl
-
-    config = ROOT / "examples" / "tekton" / "integration-config.yaml"
-    configmap = kind.run_kubectl("manager", "-n", SYSTEM, "create", "configmap", "multikueue-config",
-                                 f"--from-file=controller_manager_config.yaml={config}", "--dry-run=client",
-                                 "-o", "yaml")  # fmt: skip
     runs = Objects(api["manager"], PIPELINERUNS)
     created: list[str] = []
     refused: list[str] = []
@@ -514,13 +565,7 @@ async def test_no_create_is_refused_while_the_leader_pod_goes_and_the_deployment
         return len(created) + len(refused)
 
     try:
-        await anyio.to_thread.run_sync(lambda: kind.run_kubectl("manager", "apply", "--server-side", "-k",
-                                                                str(ROOT / "config" / "integration")))  # fmt: skip
-        await anyio.to_thread.run_sync(
-            lambda: kubectl(kind, "manager", "apply", "--server-side", "-f", "-", stdin=configmap)
-        )
-        await _restart(api, "integration-installed")  # the webhook is started with the process
-        await rolled_out(kind, api, "the dispatcher restarted with the integration")
+        await integration.install(kind, api, workers=False)
         await eventually(held, timeout=120, interval=1, what="the webhook holds a create")
 
         async with anyio.create_task_group() as group:
@@ -532,7 +577,7 @@ async def test_no_create_is_refused_while_the_leader_pod_goes_and_the_deployment
                 lambda: kind.run_kubectl("manager", "-n", SYSTEM, "delete", "pod", leader, "--wait=false")
             )
             await rolled_out(kind, api, "the leader's Pod replaced")
-            await _restart(api, "rolling")
+            await restart(api, "rolling")
             await rolled_out(kind, api, "the rolling restart complete")
             after = await answered()
             await eventually(answered, until=lambda n: n >= after + 10, what="creates after the last old Pod is gone")
@@ -560,23 +605,4 @@ async def test_no_create_is_refused_while_the_leader_pod_goes_and_the_deployment
                 "--wait=false",
             )
         )
-        # config/manager as the suite's other scenarios expect it: the integration's objects gone, its text back
-        await anyio.to_thread.run_sync(
-            lambda: kind.run_kubectl(
-                "manager",
-                "delete",
-                "--ignore-not-found",
-                "mutatingwebhookconfiguration/multikueue-mutating-webhook",
-                "clusterrolebinding/multikueue-integration",
-                "clusterrole/multikueue-integration",
-                "-n",
-                SYSTEM,
-                "service/multikueue-webhook",
-                "rolebinding/multikueue-webhook-cert",
-                "role/multikueue-webhook-cert",
-                "secret/multikueue-webhook-cert",
-            )
-        )
-        await anyio.to_thread.run_sync(lambda: apply_manifests(kind))
-        await _restart(api, "integration-removed")
-        await rolled_out(kind, api, "the dispatcher back without the integration")
+        await integration.remove(kind, api, workers=False)
