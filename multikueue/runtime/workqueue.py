@@ -7,6 +7,8 @@
 - Two priorities, as controller-runtime's priority queue: a key added ``low`` (a bulk look at every object — an
   informer's first list, a worker reconnected, a configuration reloaded) waits behind every key added normally (a
   change someone made: a user's cancel, a new run). Added normally while queued low, it moves up; nothing is dropped.
+  Unlike controller-runtime's, a low key is not starved: once it has waited ``low_max_wait`` seconds it takes every
+  other turn, so a run that was pending when a leader took over is not left behind a steady stream of new runs.
 """
 
 from __future__ import annotations
@@ -48,11 +50,15 @@ _DEFAULT_BACKOFF = Backoff()
 
 
 class WorkQueue(Generic[K]):
-    def __init__(self, *, backoff: Backoff = _DEFAULT_BACKOFF, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, *, backoff: Backoff = _DEFAULT_BACKOFF, clock: Callable[[], float] = time.monotonic,
+                 low_max_wait: float = 5.0) -> None:  # fmt: skip
         self._queue: deque[K] = deque()
         self._low: deque[K] = deque()
         self._dirty: set[K] = set()
         self._queued_low: set[K] = set()  # dirty keys whose every add was low (their entry is in ``_low``)
+        self._low_since: dict[K, float] = {}  # when each of those was queued low
+        self._low_max_wait = low_max_wait
+        self._aged_turn = False  # the last key handed out was an aged low one: a normal one's turn
         self._processing: set[K] = set()
         self._delayed: list[tuple[float, int, K]] = []
         self._delay_of: dict[K, float] = {}
@@ -72,6 +78,7 @@ class WorkQueue(Generic[K]):
         if key in self._dirty:
             if not low and key in self._queued_low:  # moved up; its entry in ``_low`` is skipped when reached
                 self._queued_low.discard(key)
+                self._low_since.pop(key, None)
                 if key not in self._processing:
                     self._queue.append(key)
                     self._wake()
@@ -80,6 +87,7 @@ class WorkQueue(Generic[K]):
         self._added_at.setdefault(key, self._clock())
         if low:
             self._queued_low.add(key)
+            self._low_since[key] = self._clock()
         if key not in self._processing:
             (self._low if low else self._queue).append(key)
             self._wake()
@@ -121,6 +129,7 @@ class WorkQueue(Generic[K]):
             if key is not None:
                 self._dirty.discard(key)
                 self._queued_low.discard(key)
+                self._low_since.pop(key, None)
                 self._processing.add(key)
                 return key
             if self._shut_down:
@@ -172,7 +181,13 @@ class WorkQueue(Generic[K]):
     # --------------------------------------------------------------------------------------- internals
 
     def _next(self) -> K | None:
-        """The next key to hand out: normal ones first; entries left behind by a move up or a hand-out are skipped."""
+        """The next key to hand out: normal ones first, except that a low key waiting ``low_max_wait`` takes every
+        other turn; entries left behind by a move up or a hand-out are skipped."""
+        aged = self._aged_low()
+        if aged is not None and (self._aged_turn is False or not self._normal_waiting()):
+            self._aged_turn = True
+            return self._low.popleft()
+        self._aged_turn = False
         while self._queue:
             key = self._queue.popleft()
             if key in self._dirty and key not in self._processing and key not in self._queued_low:
@@ -182,6 +197,20 @@ class WorkQueue(Generic[K]):
             if key in self._queued_low and key not in self._processing:
                 return key
         return None
+
+    def _aged_low(self) -> K | None:
+        """The first low key, if it has waited ``low_max_wait`` (stale entries before it dropped)."""
+        while self._low and (self._low[0] not in self._queued_low or self._low[0] in self._processing):
+            self._low.popleft()
+        if self._low and self._clock() - self._low_since[self._low[0]] >= self._low_max_wait:
+            return self._low[0]
+        return None
+
+    def _normal_waiting(self) -> bool:
+        while self._queue and (self._queue[0] not in self._dirty or self._queue[0] in self._processing
+                               or self._queue[0] in self._queued_low):  # fmt: skip
+            self._queue.popleft()
+        return bool(self._queue)
 
     def _wake(self) -> None:
         self._wakeup.set()

@@ -197,3 +197,34 @@ async def test_a_delayed_key_comes_back_normally() -> None:
     q.add_after("retry", 1.0)
     clock.now += 2
     assert [await q.get(), await q.get()] == ["retry", "bulk"]
+
+
+async def test_a_low_key_waiting_too_long_takes_every_other_turn_and_is_not_starved() -> None:
+    """A run pending when a leader took over comes in its first list, low; a steady stream of new runs must not
+    hold it back for ever: once it has waited ``low_max_wait`` it alternates with them."""
+    clock = Clock()
+    q: WorkQueue[str] = WorkQueue(clock=clock, low_max_wait=5.0)
+    for key in ("old-1", "old-2", "old-3"):
+        q.add(key, low=True)
+    for key in ("new-1", "new-2"):
+        q.add(key)
+    assert await q.get() == "new-1"  # not waited long enough yet: changes first
+    clock.now += 5
+    for key in ("new-3", "new-4"):
+        q.add(key)
+    assert [await q.get() for _ in range(6)] == ["old-1", "new-2", "old-2", "new-3", "old-3", "new-4"]
+
+
+async def test_an_aged_low_key_moved_up_or_handed_out_is_not_handed_out_again() -> None:
+    clock = Clock()
+    q: WorkQueue[str] = WorkQueue(clock=clock, low_max_wait=5.0)
+    q.add("a", low=True)
+    q.add("b", low=True)
+    q.add("a")  # moved up: its low entry is stale
+    clock.now += 10
+    assert [await q.get(), await q.get()] == ["b", "a"]  # "b" aged takes its turn; "a" once, from the normal lane
+    for key in ("a", "b"):
+        q.done(key)
+    with anyio.move_on_after(0.05) as scope:
+        await q.get()
+    assert scope.cancelled_caught
