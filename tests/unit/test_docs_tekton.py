@@ -92,8 +92,10 @@ def test_every_multikueue_command_on_the_page_parses() -> None:
 
 
 def test_commands_are_read_as_bash_reads_them() -> None:
-    page = ("<!-- run by the kind scenario: x -->\n```sh\nfor w in a b; do\n"
-            "  kubectl --context $w apply \\\n    -k d |\n  cat\ndone\n```\n")
+    page = (
+        "<!-- run by the kind scenario: x -->\n```sh\nfor w in a b; do\n"
+        "  kubectl --context $w apply \\\n    -k d |\n  cat\ndone\n```\n"
+    )
     [block] = tekton_page.blocks(page)
     assert block.mark == "x"
     assert block.commands() == [["kubectl", "--context", "$w", "apply", "-k", "d"], ["cat"]]
