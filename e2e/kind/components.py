@@ -32,6 +32,10 @@ NONROOT = "65532:65532"
 DEPLOYED_IMAGE = f"multikueue:{__version__}"  # what config/manager/deployment.yaml runs
 KUEUE_IMAGE = f"local/kueue:{crds.KUEUE_VERSION}"
 STEP_IMAGE = BASE_IMAGE
+# Upstream Tekton examples name alpine, busybox, ubuntu and bash: the Debian base (bash, coreutils) with busybox's
+# shell as /bin/sh, so their `sh` scripts see the ash they were written for (`[[`, `==` in `[`), where Debian's dash
+# would refuse them.
+EXAMPLE_STEP_IMAGE = "local/tekton-example-step:bookworm-busybox"
 TEKTON_PROGRAMS = ("controller", "entrypoint", "nop", "workingdirinit", "sidecarlogresults")
 TEKTON_NAMESPACE = "tekton-pipelines"
 KUEUE_NAMESPACE = "kueue-system"
@@ -55,6 +59,31 @@ def _static_image(tag: str, binary: Path, path: str) -> None:
         docker("build", "-q", "-t", tag, work, what=f"docker build {tag}")
 
 
+def _example_step_image() -> None:
+    if has_image(EXAMPLE_STEP_IMAGE):
+        return
+    with tempfile.TemporaryDirectory(prefix="multikueue-kind-image-") as work:
+        run(["apt-get", "download", "busybox-static"], "apt-get download busybox-static", cwd=Path(work), timeout=300)
+        [deb] = Path(work).glob("busybox-static_*.deb")
+        run(["dpkg-deb", "-x", str(deb), f"{work}/unpacked"], "dpkg-deb -x busybox-static", timeout=120)
+        shutil.copyfile(Path(work) / "unpacked" / "bin" / "busybox", Path(work) / "busybox")
+        (Path(work) / "busybox").chmod(0o755)
+        (Path(work) / "Dockerfile").write_text(
+            f"FROM {BASE_IMAGE}\nCOPY busybox /usr/local/bin/busybox\n"
+            'RUN ["/usr/local/bin/busybox", "ln", "-sf", "/usr/local/bin/busybox", "/bin/sh"]\n'
+        )
+        docker(
+            "build",
+            "-q",
+            "--network",
+            "none",
+            "-t",
+            EXAMPLE_STEP_IMAGE,
+            work,
+            what=f"docker build {EXAMPLE_STEP_IMAGE}",
+        )
+
+
 def build_images() -> dict[str, list[str]]:
     """Every image the scenarios need, in the kind engine (``DOCKER_HOST``); returns them per cluster role."""
     try:
@@ -65,13 +94,14 @@ def build_images() -> dict[str, list[str]]:
 
         client = docker_sdk.from_env(timeout=600)
         built = build_dispatcher_image(client)  # also imports the Debian base: the step image
+        _example_step_image()
     except (ComponentUnavailable, ImageError) as e:
         raise NodeImageError(str(e)) from None
     docker("tag", built, DEPLOYED_IMAGE, what=f"docker tag {DEPLOYED_IMAGE}")
     common = [KUEUE_IMAGE, DEPLOYED_IMAGE]  # the dispatcher's image on the workers too: `run --role worker`
     return {
         "manager": common,
-        "worker": [*common, STEP_IMAGE, *(tekton_image(p) for p in TEKTON_PROGRAMS)],
+        "worker": [*common, STEP_IMAGE, EXAMPLE_STEP_IMAGE, *(tekton_image(p) for p in TEKTON_PROGRAMS)],
     }
 
 

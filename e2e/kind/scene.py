@@ -3,17 +3,22 @@ would create for it, the dispatcher's Pods, its leader and its rollout."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
+import anyio
 import yaml
+from anyio.abc import TaskGroup
 from kubernetes_asyncio import client as k8s_client
 
 from e2e.kind.components import STEP_IMAGE
+from e2e.providers import WORKERS
 from e2e.providers.kind import ROOT, KindEnvironment
 from e2e.wiring import SYSTEM
 from multikueue.kube.addresses import WORKLOADS, Resource
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import Objects
+from multikueue.runtime.informer import DELETED, Informer
 from multikueue.testing import kueue
 from multikueue.testing.client import k8s
 from multikueue.testing.waiting import eventually
@@ -106,3 +111,36 @@ async def live_leader(api: dict[str, ApiClient], *, timeout: float) -> str:
     leader, _ = await eventually(found, until=lambda f: f[0] in f[1], timeout=timeout,
                                  what="a leader among the running Pods")  # fmt: skip
     return leader
+
+
+class WorkerWatch:
+    """Every version of the PipelineRuns and Workloads the workers' watches deliver in the namespace, by worker, kind
+    and name: a copy is deleted once its run has finished, so what the worker's Tekton wrote is read from here."""
+
+    def __init__(self, api: dict[str, ApiClient]) -> None:
+        self.api = api
+        self.seen: dict[tuple[str, str, str], list[Object]] = {}
+
+    def _recorder(self, worker: str, kind: str) -> Callable[[str, Object], None]:
+        def record(event: str, obj: Object) -> None:
+            if event != DELETED:
+                self.seen.setdefault((worker, kind, obj["metadata"]["name"]), []).append(obj)
+
+        return record
+
+    async def start(self, group: TaskGroup) -> None:
+        informers = [Informer(Objects(self.api[w], r).source(namespace=NAMESPACE), on_event=self._recorder(w, r.kind))
+                     for w in WORKERS for r in (PIPELINERUNS, WORKLOADS)]  # fmt: skip
+        for informer in informers:
+            group.start_soon(informer.run)
+        with anyio.fail_after(60):
+            for informer in informers:
+                await informer.synced.wait()
+
+    def versions(self, worker: str, kind: str, name: str) -> list[Object]:
+        return self.seen.get((worker, kind, name), [])
+
+    def last(self, worker: str, kind: str, name: str) -> Object:
+        found = self.versions(worker, kind, name)
+        assert found, f"no {kind} {name} was seen on {worker}"
+        return found[-1]

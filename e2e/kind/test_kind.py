@@ -10,14 +10,13 @@ from __future__ import annotations
 import json
 import sys
 from pathlib import Path
-from typing import Any
 
 import anyio
 import pytest
 import yaml
 from kubernetes_asyncio import client as k8s_client
 
-from e2e.kind import integration
+from e2e.kind import integration, upstream
 from e2e.kind.components import STEP_IMAGE
 from e2e.kind.scene import (
     NAMESPACE,
@@ -25,6 +24,7 @@ from e2e.kind.scene import (
     QUEUE,
     TASKRUNS,
     Object,
+    WorkerWatch,
     condition,
     example,
     leader_pod,
@@ -35,13 +35,12 @@ from e2e.kind.scene import (
 )  # fmt: skip
 from e2e.providers import WORKERS, Environment
 from e2e.providers.kind import ROOT, KindEnvironment
-from e2e.wiring import CHECK, SYSTEM
+from e2e.wiring import CHECK, SYSTEM, kubectl
 from multikueue.kube.addresses import MULTIKUEUE_CLUSTERS, WORKLOADS, GroupVersionKind
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import Objects
 from multikueue.labels import prebuilt_workload_of
 from multikueue.owners import workload_name
-from multikueue.runtime.informer import DELETED, Informer
 from multikueue.testing import kueue
 from multikueue.testing.client import k8s
 from multikueue.testing.waiting import eventually
@@ -82,11 +81,11 @@ def _step_started(pods: list[Object]) -> bool:
     return False
 
 
-async def _finished(kind: KindEnvironment, api: dict[str, ApiClient], wl: str) -> Object:
+async def _finished(kind: KindEnvironment, api: dict[str, ApiClient], wl: str, timeout: float = 240) -> Object:
     finished = await eventually(
         lambda: Objects(api["manager"], WORKLOADS).get(wl, NAMESPACE),
         until=lambda w: condition(w, "Finished").get("status") == "True",
-        timeout=240,
+        timeout=timeout,
         what=f"manager Workload {wl} Finished\n{kind.dispatcher_log()}",
     )
     assert finished is not None
@@ -354,7 +353,7 @@ async def test_the_helm_chart_installs_dispatches_and_uninstalls_leaving_nothing
 async def _configure(kind: KindEnvironment, api: dict[str, ApiClient], config: Path | None, stamp: str) -> None:
     """The ConfigMap's one key replaced as a user edits it (``config`` None: the suite's own text back), then the
     Deployment restarted and rolled out with it."""
-    from e2e.wiring import apply_manifests, kubectl
+    from e2e.wiring import apply_manifests
 
     if config is None:
         await anyio.to_thread.run_sync(lambda: apply_manifests(kind))
@@ -462,6 +461,13 @@ async def test_logs_show_a_pipeline_as_tkn_does_and_retention_keeps_them_until_i
         await _configure(kind, api, None, "retention-off")
 
 
+def _as_the_worker_wrote_it(manager_run: Object, copy: Object) -> None:
+    """The manager's run ends with the status the worker's Tekton wrote on the copy: conditions, results, children,
+    times."""
+    for field in ("conditions", "results", "childReferences", "startTime", "completionTime"):
+        assert manager_run["status"].get(field) == copy["status"].get(field), (field, manager_run["status"])
+
+
 async def test_the_integration_makes_every_workload_and_a_pipeline_comes_back_as_the_workers_tekton_wrote_it(
     kind: KindEnvironment, api: dict[str, ApiClient]
 ) -> None:
@@ -474,23 +480,11 @@ async def test_the_integration_makes_every_workload_and_a_pipeline_comes_back_as
     run = "kind-integrated"
     body = _pipeline(run)
     body["spec"]["pipelineSpec"]["results"] = [{"name": "word", "value": "$(tasks.make.results.word)"}]
-    seen: dict[str, dict[str, list[Object]]] = {w: {} for w in WORKERS}  # worker -> kind -> every version seen
-
-    def recorder(worker: str, kind_name: str) -> Any:
-        def record(event: str, obj: Object) -> None:
-            name = obj["metadata"]["name"]
-            if event != DELETED and (name == run or name.startswith(f"pipelinerun-{run}-")):
-                seen[worker].setdefault(kind_name, []).append(obj)
-
-        return record
-
+    watch = WorkerWatch(api)
     await integration.install(kind, api, workers=True)
     try:
         async with anyio.create_task_group() as group:
-            informers = [Informer(Objects(api[w], r).source(namespace=NAMESPACE), on_event=recorder(w, r.kind))
-                         for w in WORKERS for r in (PIPELINERUNS, WORKLOADS)]  # fmt: skip
-            for informer in informers:
-                group.start_soon(informer.run)
+            await watch.start(group)
             made = await Objects(api["manager"], PIPELINERUNS).create(body, NAMESPACE)
             assert made["spec"].get("status") == "PipelineRunPending", "not held by the manager's webhook"
             wl = workload_name(run, made["metadata"]["uid"], PR)
@@ -498,7 +492,7 @@ async def test_the_integration_makes_every_workload_and_a_pipeline_comes_back_as
             finished = await _finished(kind, api, wl)
             group.cancel_scope.cancel()
         assert condition(finished, "Finished").get("reason") == "Succeeded"
-        copy, copied_workloads = seen[winner]["PipelineRun"][-1], seen[winner]["Workload"]
+        copy, copied_workloads = watch.last(winner, "PipelineRun", run), watch.versions(winner, "Workload", wl)
         assert prebuilt_workload_of(copy) == wl
         requests = copied_workloads[0]["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"]
         assert requests["requests"]["tekton.dev/pipelineruns"] == "1", "the copy's Workload is not the integration's"
@@ -508,12 +502,59 @@ async def test_the_integration_makes_every_workload_and_a_pipeline_comes_back_as
         assert manager_run is not None
         succeeded = condition(manager_run, "Succeeded")
         assert (succeeded.get("status"), succeeded.get("reason")) == ("True", "Succeeded"), manager_run["status"]
-        for field in ("conditions", "results", "childReferences", "startTime", "completionTime"):
-            assert manager_run["status"].get(field) == copy["status"].get(field), field
+        _as_the_worker_wrote_it(manager_run, copy)
         assert manager_run["status"]["results"] == [{"name": "word", "value": "hello"}]
         assert [c["pipelineTaskName"] for c in manager_run["status"]["childReferences"]] == ["make", "use", "wrap"]
         await _nothing_left(kind, api, wl, run)
     finally:
+        await integration.remove(kind, api, workers=True)
+
+
+def _on_workers(kind: KindEnvironment, *args: str, stdin: str) -> None:
+    for worker in WORKERS:
+        kubectl(kind, worker, *args, stdin=stdin)
+
+
+async def test_tektons_own_examples_run_on_a_worker_and_come_back_as_its_tekton_wrote_them(
+    kind: KindEnvironment, api: dict[str, ApiClient]
+) -> None:
+    """Tekton's example PipelineRuns (e2e/kind/upstream.py: params and results, object and array results, when,
+    finally, matrix, retries, timeouts, a Secret workspace), submitted together on the manager with the integration
+    making every Workload, each run on a worker's real pods: every one succeeds there, and comes back on the manager
+    with the conditions, results and ``childReferences`` that worker's Tekton wrote."""
+    watch = WorkerWatch(api)
+    examples = list(upstream.all_examples())
+    beside = yaml.safe_dump_all([d for _, _, kept in examples for d in kept])
+    await integration.install(kind, api, workers=True)
+    try:
+        # what the runs refer to, kept on each worker as a team keeps its catalog
+        await anyio.to_thread.run_sync(lambda: _on_workers(kind, "apply", "-f", "-", stdin=beside))
+        workloads = {}
+        async with anyio.create_task_group() as group:
+            await watch.start(group)
+            for _, run, _ in examples:
+                made = await Objects(api["manager"], PIPELINERUNS).create(run, NAMESPACE)
+                meta = made["metadata"]
+                workloads[meta["name"]] = workload_name(meta["name"], meta["uid"], PR)
+            finished = {name: await _finished(kind, api, wl, timeout=600) for name, wl in workloads.items()}
+            group.cancel_scope.cancel()
+        outcomes = {}
+        for example, run, _ in examples:
+            name = run["metadata"]["name"]
+            winner = finished[name]["status"]["clusterName"]
+            manager_run = await Objects(api["manager"], PIPELINERUNS).get(name, NAMESPACE)
+            assert manager_run is not None
+            _as_the_worker_wrote_it(manager_run, watch.last(winner, "PipelineRun", name))
+            succeeded = condition(manager_run, "Succeeded")
+            outcomes[example] = (succeeded.get("reason"), len(manager_run["status"].get("childReferences") or []))
+        sys.stderr.write("\n[kind] Tekton's examples: " + "; ".join(f"{e}: {r} ({n} children)"
+                                                              for e, (r, n) in outcomes.items()) + "\n")  # fmt: skip
+        assert {e: r for e, (r, _) in outcomes.items()} == dict.fromkeys(upstream.EXAMPLES, "Succeeded"), outcomes
+        for name, wl in workloads.items():
+            await _nothing_left(kind, api, wl, name)
+    finally:
+        removal = ("delete", "--ignore-not-found", "-f", "-")
+        await anyio.to_thread.run_sync(lambda: _on_workers(kind, *removal, stdin=beside))
         await integration.remove(kind, api, workers=True)
 
 
