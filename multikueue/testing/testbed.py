@@ -11,6 +11,7 @@ import base64
 import http.client
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -47,10 +48,36 @@ def _stderr_progress(message: str) -> None:
     print(f"[testbed] {message}", file=sys.stderr, flush=True)
 
 
+_HANDED_OUT: set[int] = set()
+
+
+def _ephemeral_range() -> tuple[int, int]:
+    try:
+        low, high = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()
+        return int(low), int(high)
+    except (OSError, ValueError):
+        return 32768, 60999  # Linux's default
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+    """A port free on 127.0.0.1 for a server started next, below the kernel's ephemeral range: a port the kernel
+    hands out (``bind(0)``) may be taken by any client's outgoing connection before the server binds it, and was
+    (Kueue's health probe refused with "address already in use"). None is handed out twice by this process."""
+    low, _ = _ephemeral_range()
+    candidates = [p for p in range(max(1024, low - 12000), low) if p not in _HANDED_OUT]
+    if not candidates:  # a long session handed out every one: those servers are long gone or bound
+        _HANDED_OUT.clear()
+        candidates = list(range(max(1024, low - 12000), low))
+    random.shuffle(candidates)
+    for port in candidates[:200]:
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+        _HANDED_OUT.add(port)
+        return port
+    raise RuntimeError(f"no free port on 127.0.0.1 below the ephemeral range ({low})")
 
 
 @dataclass
