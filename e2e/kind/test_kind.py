@@ -519,9 +519,9 @@ async def test_tektons_own_examples_run_on_a_worker_and_come_back_as_its_tekton_
     kind: KindEnvironment, api: dict[str, ApiClient]
 ) -> None:
     """Tekton's example PipelineRuns (e2e/kind/upstream.py: params and results, object and array results, when,
-    finally, matrix, retries, timeouts, a Secret workspace), submitted together on the manager with the integration
-    making every Workload, each run on a worker's real pods: every one succeeds there, and comes back on the manager
-    with the conditions, results and ``childReferences`` that worker's Tekton wrote."""
+    finally, matrix, retries, timeouts, a ConfigMap workspace, a StepAction), submitted three at a time on the
+    manager with the integration making every Workload, each run on a worker's real pods: every one succeeds there,
+    and comes back on the manager with the conditions, results and ``childReferences`` that worker's Tekton wrote."""
     watch = WorkerWatch(api)
     examples = list(upstream.all_examples())
     beside = yaml.safe_dump_all([d for _, _, kept in examples for d in kept])
@@ -532,11 +532,14 @@ async def test_tektons_own_examples_run_on_a_worker_and_come_back_as_its_tekton_
         workloads = {}
         async with anyio.create_task_group() as group:
             await watch.start(group)
-            for _, run, _ in examples:
-                made = await Objects(api["manager"], PIPELINERUNS).create(run, NAMESPACE)
-                meta = made["metadata"]
-                workloads[meta["name"]] = workload_name(meta["name"], meta["uid"], PR)
-            finished = {name: await _finished(kind, api, wl, timeout=600) for name, wl in workloads.items()}
+            finished = {}
+            for wave in range(0, len(examples), upstream.WAVE):
+                for _, run, _ in examples[wave : wave + upstream.WAVE]:
+                    made = (await Objects(api["manager"], PIPELINERUNS).create(run, NAMESPACE))["metadata"]
+                    workloads[made["name"]] = workload_name(made["name"], made["uid"], PR)
+                for _, run, _ in examples[wave : wave + upstream.WAVE]:
+                    name = run["metadata"]["name"]
+                    finished[name] = await _finished(kind, api, workloads[name], timeout=300)
             group.cancel_scope.cancel()
         outcomes = {}
         for example, run, _ in examples:
