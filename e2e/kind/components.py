@@ -34,8 +34,8 @@ KUEUE_IMAGE = f"local/kueue:{crds.KUEUE_VERSION}"
 STEP_IMAGE = BASE_IMAGE
 # Upstream Tekton examples name alpine, busybox, ubuntu and bash: the Debian base (bash, coreutils) with busybox's
 # shell as /bin/sh, so their `sh` scripts see the ash they were written for (`[[`, `==` in `[`), where Debian's dash
-# would refuse them.
-EXAMPLE_STEP_IMAGE = "local/tekton-example-step:bookworm-busybox"
+# would refuse them; `ash` too, for the scripts that ask for it by name.
+EXAMPLE_STEP_IMAGE = "local/tekton-example-step:bookworm-busybox-ash"
 TEKTON_PROGRAMS = ("controller", "entrypoint", "nop", "workingdirinit", "sidecarlogresults")
 TEKTON_NAMESPACE = "tekton-pipelines"
 KUEUE_NAMESPACE = "kueue-system"
@@ -70,7 +70,8 @@ def _example_step_image() -> None:
         (Path(work) / "busybox").chmod(0o755)
         (Path(work) / "Dockerfile").write_text(
             f"FROM {BASE_IMAGE}\nCOPY busybox /usr/local/bin/busybox\n"
-            'RUN ["/usr/local/bin/busybox", "ln", "-sf", "/usr/local/bin/busybox", "/bin/sh"]\n'
+            'RUN ["/usr/local/bin/busybox", "sh", "-c", "ln -sf busybox /usr/local/bin/ash && '
+            'ln -sf /usr/local/bin/busybox /bin/sh"]\n'
         )
         docker(
             "build",

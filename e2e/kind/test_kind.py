@@ -519,7 +519,7 @@ async def test_tektons_own_examples_run_on_a_worker_and_come_back_as_its_tekton_
     kind: KindEnvironment, api: dict[str, ApiClient]
 ) -> None:
     """Tekton's example PipelineRuns (e2e/kind/upstream.py: params and results, object and array results, when,
-    finally, matrix, retries, timeouts, a ConfigMap workspace, a StepAction), submitted three at a time on the
+    finally, matrix, retries, timeouts, a ConfigMap workspace), submitted three at a time on the
     manager with the integration making every Workload, each run on a worker's real pods: every one succeeds there,
     and comes back on the manager with the conditions, results and ``childReferences`` that worker's Tekton wrote."""
     watch = WorkerWatch(api)
