@@ -25,6 +25,7 @@ from multikueue.testing.waiting import eventually
 
 PIPELINERUNS = Resource("tekton.dev", "v1", "pipelineruns", "PipelineRun")
 TASKRUNS = Resource("tekton.dev", "v1", "taskruns", "TaskRun")
+EVENTS = Resource("", "v1", "events", "Event")
 NAMESPACE, QUEUE = "team-a", "pipelines-queue"
 Object = dict[str, Any]
 
@@ -120,6 +121,7 @@ class WorkerWatch:
     def __init__(self, api: dict[str, ApiClient]) -> None:
         self.api = api
         self.seen: dict[tuple[str, str, str], list[Object]] = {}
+        self.frozen: set[str] = set()  # objects an Event says runc could not start: "unable to freeze"
 
     def _recorder(self, worker: str, kind: str) -> Callable[[str, Object], None]:
         def record(event: str, obj: Object) -> None:
@@ -128,9 +130,20 @@ class WorkerWatch:
 
         return record
 
+    def _freezes(self, event: str, obj: Object) -> None:
+        if "unable to freeze" in str(obj.get("message")):
+            self.frozen.add(str((obj.get("involvedObject") or {}).get("name")))
+
+    def froze(self, run: str) -> bool:
+        """Whether one of the run's pods failed to start for this host's cgroup v1 freezer (a TaskRun is named
+        ``<run>-<task>``, its pod ``<taskrun>-pod``)."""
+        return any(name.startswith(f"{run}-") for name in self.frozen)
+
     async def start(self, group: TaskGroup) -> None:
         informers = [Informer(Objects(self.api[w], r).source(namespace=NAMESPACE), on_event=self._recorder(w, r.kind))
                      for w in WORKERS for r in (PIPELINERUNS, WORKLOADS)]  # fmt: skip
+        informers += [Informer(Objects(self.api[w], EVENTS).source(namespace=NAMESPACE), on_event=self._freezes)
+                      for w in WORKERS]  # fmt: skip
         for informer in informers:
             group.start_soon(informer.run)
         with anyio.fail_after(60):
