@@ -32,7 +32,8 @@ EXAMPLES = {
 # beta/isolated-workspaces.yaml. Its step's workspace `mountpath` (so spelt) is not read by Tekton's
 # controller here, the Secret is mounted at the default path, and the step fails, as it does with no dispatcher.
 WAVE = 3  # examples submitted at once: more starting pods at a time meet this host's cgroup v1 freezer ("unable to
-#           freeze" from runc), which fails a pod's start and with it the task, as it would with no dispatcher
+#           freeze" from runc), which fails a pod's start and with it the task, as it would with no dispatcher; a run
+#           whose worker's Events show that is submitted once more (test_kind.py)
 
 
 def _images(value: Any) -> Any:
