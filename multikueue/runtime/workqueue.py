@@ -182,35 +182,30 @@ class WorkQueue(Generic[K]):
 
     def _next(self) -> K | None:
         """The next key to hand out: normal ones first, except that a low key waiting ``low_max_wait`` takes every
-        other turn; entries left behind by a move up or a hand-out are skipped."""
-        aged = self._aged_low()
-        if aged is not None and (self._aged_turn is False or not self._normal_waiting()):
-            self._aged_turn = True
+        other turn."""
+        normal = self._head(self._queue, self._waiting_normally)
+        low = self._head(self._low, self._waiting_low)
+        if low is not None and (normal is None or (not self._aged_turn and self._aged(low))):
+            self._aged_turn = self._aged(low)
             return self._low.popleft()
         self._aged_turn = False
-        while self._queue:
-            key = self._queue.popleft()
-            if key in self._dirty and key not in self._processing and key not in self._queued_low:
-                return key
-        while self._low:
-            key = self._low.popleft()
-            if key in self._queued_low and key not in self._processing:
-                return key
-        return None
+        return None if normal is None else self._queue.popleft()
 
-    def _aged_low(self) -> K | None:
-        """The first low key, if it has waited ``low_max_wait`` (stale entries before it dropped)."""
-        while self._low and (self._low[0] not in self._queued_low or self._low[0] in self._processing):
-            self._low.popleft()
-        if self._low and self._clock() - self._low_since[self._low[0]] >= self._low_max_wait:
-            return self._low[0]
-        return None
+    @staticmethod
+    def _head(lane: deque[K], waiting: Callable[[K], bool]) -> K | None:
+        """The first key of a lane still waiting there; entries left behind by a move up or a hand-out dropped."""
+        while lane and not waiting(lane[0]):
+            lane.popleft()
+        return lane[0] if lane else None
 
-    def _normal_waiting(self) -> bool:
-        while self._queue and (self._queue[0] not in self._dirty or self._queue[0] in self._processing
-                               or self._queue[0] in self._queued_low):  # fmt: skip
-            self._queue.popleft()
-        return bool(self._queue)
+    def _waiting_normally(self, key: K) -> bool:
+        return key in self._dirty and key not in self._processing and key not in self._queued_low
+
+    def _waiting_low(self, key: K) -> bool:
+        return key in self._queued_low and key not in self._processing
+
+    def _aged(self, key: K) -> bool:
+        return self._clock() - self._low_since[key] >= self._low_max_wait
 
     def _wake(self) -> None:
         self._wakeup.set()
