@@ -9,6 +9,8 @@
 - Tekton Pipelines (workers): ``controller``, ``entrypoint``, ``nop``, ``workingdirinit`` and
   ``sidecarlogresults`` built from ``github.com/tektoncd/pipeline`` into images at ``/ko-app/<name>`` (where ``ko``
   puts them and where the controller's pods expect them), and its ``config/`` without the admission webhook;
+- tekton-kueue: its manager built from its module (as the interop profile builds it) into a ``FROM scratch`` image
+  at ``/manager``, for the scenario that installs it (``e2e/kind/tekton_kueue.py``);
 - the step and shell image: the same Debian base (it has ``/bin/sh``).
 """
 
@@ -26,11 +28,18 @@ from e2e.images import BASE_IMAGE, ImageError, build_dispatcher_image
 from e2e.kind.node import NodeImageError, docker, has_image, programs, run, say
 from multikueue import __version__
 from multikueue.testing import crds
-from multikueue.testing.interop import ComponentUnavailable, kueue_binary, tekton_program
+from multikueue.testing.interop import (
+    TEKTON_KUEUE_VERSION,
+    ComponentUnavailable,
+    kueue_binary,
+    tekton_kueue_binary,
+    tekton_program,
+)
 
 NONROOT = "65532:65532"
 DEPLOYED_IMAGE = f"multikueue:{__version__}"  # what config/manager/deployment.yaml runs
 KUEUE_IMAGE = f"local/kueue:{crds.KUEUE_VERSION}"
+TEKTON_KUEUE_IMAGE = f"local/tekton-kueue:{TEKTON_KUEUE_VERSION}"  # at /manager, where its manifests run it
 STEP_IMAGE = BASE_IMAGE
 # Upstream Tekton examples name alpine, busybox, ubuntu and bash: the Debian base (bash, coreutils) with busybox's
 # shell as /bin/sh, so their `sh` scripts see the ash they were written for (`[[`, `==` in `[`), where Debian's dash
@@ -89,6 +98,7 @@ def build_images() -> dict[str, list[str]]:
     """Every image the scenarios need, in the kind engine (``DOCKER_HOST``); returns them per cluster role."""
     try:
         _static_image(KUEUE_IMAGE, kueue_binary(say), "/manager")
+        _static_image(TEKTON_KUEUE_IMAGE, tekton_kueue_binary(say), "/manager")
         for program in TEKTON_PROGRAMS:
             _static_image(tekton_image(program), tekton_program(program, say), f"/ko-app/{program}")
         import docker as docker_sdk
@@ -99,7 +109,8 @@ def build_images() -> dict[str, list[str]]:
     except (ComponentUnavailable, ImageError) as e:
         raise NodeImageError(str(e)) from None
     docker("tag", built, DEPLOYED_IMAGE, what=f"docker tag {DEPLOYED_IMAGE}")
-    common = [KUEUE_IMAGE, DEPLOYED_IMAGE]  # the dispatcher's image on the workers too: `run --role worker`
+    # the dispatcher's image on the workers too (`run --role worker`), and tekton-kueue everywhere
+    common = [KUEUE_IMAGE, DEPLOYED_IMAGE, TEKTON_KUEUE_IMAGE]
     return {
         "manager": common,
         "worker": [*common, STEP_IMAGE, EXAMPLE_STEP_IMAGE, *(tekton_image(p) for p in TEKTON_PROGRAMS)],

@@ -17,7 +17,7 @@ import pytest
 import yaml
 from kubernetes_asyncio import client as k8s_client
 
-from e2e.kind import integration, upstream
+from e2e.kind import integration, tekton_kueue, upstream
 from e2e.kind.components import STEP_IMAGE
 from e2e.kind.scene import (
     NAMESPACE,
@@ -469,6 +469,46 @@ def _as_the_worker_wrote_it(manager_run: Object, copy: Object) -> None:
         assert manager_run["status"].get(field) == copy["status"].get(field), (field, manager_run["status"])
 
 
+def _pipeline_with_result(name: str) -> Object:
+    body = _pipeline(name)
+    body["spec"]["pipelineSpec"]["results"] = [{"name": "word", "value": "$(tasks.make.results.word)"}]
+    return body
+
+
+async def _dispatched(kind: KindEnvironment, api: dict[str, ApiClient],
+                      body: Object) -> tuple[Object, str, Object, list[Object]]:  # fmt: skip
+    """``body`` created on the manager and followed until its Workload there is Finished (Succeeded): the object as
+    created, its Workload's name, the winning worker's last copy and every version of its Workload copy there."""
+    watch = WorkerWatch(api)
+    async with anyio.create_task_group() as group:
+        await watch.start(group)
+        made = await Objects(api["manager"], PIPELINERUNS).create(body, NAMESPACE)
+        wl = workload_name(made["metadata"]["name"], made["metadata"]["uid"], PR)
+        winner = await _placed(kind, api, wl)
+        finished = await _finished(kind, api, wl)
+        group.cancel_scope.cancel()
+    assert condition(finished, "Finished").get("reason") == "Succeeded"
+    return made, wl, watch.last(winner, "PipelineRun", made["metadata"]["name"]), watch.versions(winner, "Workload", wl)
+
+
+async def _came_back_as_the_workers_tekton_wrote_it(kind: KindEnvironment, api: dict[str, ApiClient], wl: str,
+                                                    copy: Object, copied_workloads: list[Object]) -> None:  # fmt: skip
+    """The copy carried MultiKueue's prebuilt Workload, admitted by its worker's Kueue, and was released there; the
+    manager's run ended with the status the worker's Tekton wrote (its result, its three children); nothing left."""
+    run = copy["metadata"]["name"]
+    assert prebuilt_workload_of(copy) == wl
+    assert any(condition(w, "Admitted").get("status") == "True" for w in copied_workloads)
+    assert "status" not in copy["spec"], "the worker's integration did not release the copy"
+    manager_run = await Objects(api["manager"], PIPELINERUNS).get(run, NAMESPACE)
+    assert manager_run is not None
+    succeeded = condition(manager_run, "Succeeded")
+    assert (succeeded.get("status"), succeeded.get("reason")) == ("True", "Succeeded"), manager_run["status"]
+    _as_the_worker_wrote_it(manager_run, copy)
+    assert manager_run["status"]["results"] == [{"name": "word", "value": "hello"}]
+    assert [c["pipelineTaskName"] for c in manager_run["status"]["childReferences"]] == ["make", "use", "wrap"]
+    await _nothing_left(kind, api, wl, run)
+
+
 async def test_the_integration_makes_every_workload_and_a_pipeline_comes_back_as_the_workers_tekton_wrote_it(
     kind: KindEnvironment, api: dict[str, ApiClient]
 ) -> None:
@@ -478,37 +518,41 @@ async def test_the_integration_makes_every_workload_and_a_pipeline_comes_back_as
     each worker's webhook holds the copy and its integration adopts MultiKueue's prebuilt Workload and releases the
     copy once that worker's Kueue admits it; Tekton runs the three tasks on real pods. The run comes back on the
     manager with the final status the worker's Tekton wrote: conditions, results, ``childReferences``."""
-    run = "kind-integrated"
-    body = _pipeline(run)
-    body["spec"]["pipelineSpec"]["results"] = [{"name": "word", "value": "$(tasks.make.results.word)"}]
-    watch = WorkerWatch(api)
     await integration.install(kind, api, workers=True)
     try:
-        async with anyio.create_task_group() as group:
-            await watch.start(group)
-            made = await Objects(api["manager"], PIPELINERUNS).create(body, NAMESPACE)
-            assert made["spec"].get("status") == "PipelineRunPending", "not held by the manager's webhook"
-            wl = workload_name(run, made["metadata"]["uid"], PR)
-            winner = await _placed(kind, api, wl)
-            finished = await _finished(kind, api, wl)
-            group.cancel_scope.cancel()
-        assert condition(finished, "Finished").get("reason") == "Succeeded"
-        copy, copied_workloads = watch.last(winner, "PipelineRun", run), watch.versions(winner, "Workload", wl)
-        assert prebuilt_workload_of(copy) == wl
+        made, wl, copy, copied_workloads = await _dispatched(kind, api, _pipeline_with_result("kind-integrated"))
+        assert made["spec"].get("status") == "PipelineRunPending", "not held by the manager's webhook"
         requests = copied_workloads[0]["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"]
         assert requests["requests"]["tekton.dev/pipelineruns"] == "1", "the copy's Workload is not the integration's"
-        assert any(condition(w, "Admitted").get("status") == "True" for w in copied_workloads)
-        assert "status" not in copy["spec"], "the worker's integration did not release the copy"
-        manager_run = await Objects(api["manager"], PIPELINERUNS).get(run, NAMESPACE)
-        assert manager_run is not None
-        succeeded = condition(manager_run, "Succeeded")
-        assert (succeeded.get("status"), succeeded.get("reason")) == ("True", "Succeeded"), manager_run["status"]
-        _as_the_worker_wrote_it(manager_run, copy)
-        assert manager_run["status"]["results"] == [{"name": "word", "value": "hello"}]
-        assert [c["pipelineTaskName"] for c in manager_run["status"]["childReferences"]] == ["make", "use", "wrap"]
-        await _nothing_left(kind, api, wl, run)
+        await _came_back_as_the_workers_tekton_wrote_it(kind, api, wl, copy, copied_workloads)
     finally:
         await integration.remove(kind, api, workers=True)
+
+
+async def test_tekton_kueue_makes_every_workload_and_a_pipeline_comes_back_as_the_workers_tekton_wrote_it(
+    kind: KindEnvironment, api: dict[str, ApiClient]
+) -> None:
+    """Nothing played, and nothing of this project on the workers: tekton-kueue (its own ``config/default``,
+    e2e/kind/tekton_kueue.py) on the manager and on each worker, beside the dispatcher alone (config/manager with
+    the Tekton-aware adapter options). The PipelineRun names only its queue: tekton-kueue's webhook on the manager
+    holds it and marks it ``managedBy`` MultiKueue (its ``multiKueueOverride``), its controller makes the Workload;
+    on the winning worker its webhook holds the copy, its controller adopts the prebuilt Workload copy and releases
+    the copy once that worker's Kueue admits it. The run comes back as the worker's Tekton wrote it."""
+    body = _pipeline_with_result("kind-tekton-kueue")
+    del body["spec"]["managedBy"]  # tekton-kueue's webhook sets it
+    await anyio.to_thread.run_sync(lambda: tekton_kueue.install(kind))
+    try:
+        made, wl, copy, copied_workloads = await _dispatched(kind, api, body)
+        held = (made["spec"].get("status"), made["spec"].get("managedBy"))
+        assert held == ("PipelineRunPending", kueue.MANAGED_BY), "not held and marked by tekton-kueue's webhook"
+        manager_workload = await Objects(api["manager"], WORKLOADS).get(wl, NAMESPACE)
+        assert manager_workload is not None, "tekton-kueue's controller made no Workload on the manager"
+        assert manager_workload["metadata"]["ownerReferences"][0]["uid"] == made["metadata"]["uid"]
+        adopted = copied_workloads[-1]["metadata"].get("ownerReferences") or []
+        assert [o["kind"] for o in adopted] == ["PipelineRun"], "the worker's tekton-kueue did not adopt the copy"
+        await _came_back_as_the_workers_tekton_wrote_it(kind, api, wl, copy, copied_workloads)
+    finally:
+        await anyio.to_thread.run_sync(lambda: tekton_kueue.remove(kind))
 
 
 def _renamed(run: Object, suffix: str) -> Object:
