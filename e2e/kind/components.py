@@ -11,6 +11,9 @@
   puts them and where the controller's pods expect them), and its ``config/`` without the admission webhook;
 - tekton-kueue: its manager built from its module (as the interop profile builds it) into a ``FROM scratch`` image
   at ``/manager``, for the scenario that installs it (``e2e/kind/tekton_kueue.py``);
+- storage (workers): rancher's local-path-provisioner, what kind itself ships as its default StorageClass, built
+  from its module into a ``FROM scratch`` image and installed from its own ``deploy/local-path-storage.yaml``, its
+  helper pod on the example step image (busybox's ``sh``);
 - the step and shell image: the same Debian base (it has ``/bin/sh``).
 """
 
@@ -29,9 +32,12 @@ from e2e.kind.node import NodeImageError, docker, has_image, programs, run, say
 from multikueue import __version__
 from multikueue.testing import crds
 from multikueue.testing.interop import (
+    LOCAL_PATH_MODULE,
+    LOCAL_PATH_VERSION,
     TEKTON_KUEUE_VERSION,
     ComponentUnavailable,
     kueue_binary,
+    local_path_provisioner_binary,
     tekton_kueue_binary,
     tekton_program,
 )
@@ -40,6 +46,10 @@ NONROOT = "65532:65532"
 DEPLOYED_IMAGE = f"multikueue:{__version__}"  # what config/manager/deployment.yaml runs
 KUEUE_IMAGE = f"local/kueue:{crds.KUEUE_VERSION}"
 TEKTON_KUEUE_IMAGE = f"local/tekton-kueue:{TEKTON_KUEUE_VERSION}"  # at /manager, where its manifests run it
+LOCAL_PATH_IMAGE = f"local/local-path-provisioner:{LOCAL_PATH_VERSION}"
+LOCAL_PATH_PROGRAM = "/usr/bin/local-path-provisioner"  # where its upstream image has it (its manifest runs it by name)
+LOCAL_PATH_NAMESPACE = "local-path-storage"
+DEFAULT_CLASS = "storageclass.kubernetes.io/is-default-class"
 STEP_IMAGE = BASE_IMAGE
 # Upstream Tekton examples name alpine, busybox, ubuntu and bash: the Debian base (bash, coreutils) with busybox's
 # shell as /bin/sh, so their `sh` scripts see the ash they were written for (`[[`, `==` in `[`), where Debian's dash
@@ -99,6 +109,7 @@ def build_images() -> dict[str, list[str]]:
     try:
         _static_image(KUEUE_IMAGE, kueue_binary(say), "/manager")
         _static_image(TEKTON_KUEUE_IMAGE, tekton_kueue_binary(say), "/manager")
+        _static_image(LOCAL_PATH_IMAGE, local_path_provisioner_binary(say), LOCAL_PATH_PROGRAM)
         for program in TEKTON_PROGRAMS:
             _static_image(tekton_image(program), tekton_program(program, say), f"/ko-app/{program}")
         import docker as docker_sdk
@@ -113,7 +124,13 @@ def build_images() -> dict[str, list[str]]:
     common = [KUEUE_IMAGE, DEPLOYED_IMAGE, TEKTON_KUEUE_IMAGE]
     return {
         "manager": common,
-        "worker": [*common, STEP_IMAGE, EXAMPLE_STEP_IMAGE, *(tekton_image(p) for p in TEKTON_PROGRAMS)],
+        "worker": [
+            *common,
+            STEP_IMAGE,
+            EXAMPLE_STEP_IMAGE,
+            LOCAL_PATH_IMAGE,
+            *(tekton_image(p) for p in TEKTON_PROGRAMS),
+        ],
     }
 
 
@@ -156,6 +173,42 @@ def _kueue_container(deployment: dict[str, Any], *, multikueue: bool) -> None:
         container["resources"] = {"requests": {"cpu": "50m", "memory": "128Mi"}, "limits": {"memory": "512Mi"}}
         if not multikueue:
             container["args"] = [*container.get("args", []), "--feature-gates=MultiKueue=false"]
+
+
+# ----------------------------------------------------------------------------------------------------- storage
+
+
+def storage_manifests() -> list[dict[str, Any]]:
+    """local-path-provisioner's ``deploy/local-path-storage.yaml`` from its module: the image built here, its helper
+    pod on the example step image, and its StorageClass the default (as kind makes it), so a claim that names no
+    class (a Tekton ``volumeClaimTemplate``) is bound on the node that runs its pod."""
+    source = crds.ModuleSource(LOCAL_PATH_MODULE, LOCAL_PATH_VERSION).directory()
+    documents = _documents(source / "deploy" / "local-path-storage.yaml")
+    for doc in documents:
+        if doc["kind"] == "Deployment":
+            for container in doc["spec"]["template"]["spec"]["containers"]:
+                container.update(image=LOCAL_PATH_IMAGE, command=[LOCAL_PATH_PROGRAM, *container["command"][1:]])
+        if doc["kind"] == "StorageClass":
+            doc["metadata"].setdefault("annotations", {})[DEFAULT_CLASS] = "true"
+        if doc["kind"] == "ConfigMap" and "helperPod.yaml" in doc.get("data", {}):
+            pod = yaml.safe_load(doc["data"]["helperPod.yaml"])
+            for container in pod["spec"]["containers"]:
+                container["image"] = EXAMPLE_STEP_IMAGE
+            doc["data"]["helperPod.yaml"] = yaml.safe_dump(pod)
+    return documents
+
+
+def default_storage(kubeconfig: Path) -> None:
+    """local-path-provisioner's class the only default: kind's own ``standard`` (the host-path provisioner of
+    kube-controller-manager, whose directories kubelet cannot see) no longer."""
+    apply(kubeconfig, storage_manifests(), "apply local-path-provisioner")
+    kubectl = str(programs()["kubectl"])
+    classes = run([kubectl, "--kubeconfig", str(kubeconfig), "get", "storageclasses", "-o", "name"], "storage classes")
+    for name in classes.split():
+        if name != "storageclass.storage.k8s.io/local-path":
+            run([kubectl, "--kubeconfig", str(kubeconfig), "annotate", "--overwrite", name, f"{DEFAULT_CLASS}=false"],
+                f"{name} no longer the default")  # fmt: skip
+    wait_rollout(kubeconfig, LOCAL_PATH_NAMESPACE, "local-path-provisioner")
 
 
 # ------------------------------------------------------------------------------------------------------ Tekton

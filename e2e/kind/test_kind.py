@@ -581,6 +581,11 @@ async def _examples_in_waves(kind: KindEnvironment, api: dict[str, ApiClient], w
                                  str(succeeded.get("message")))  # fmt: skip
 
 
+async def _claims(kind: KindEnvironment, worker: str) -> list[str]:
+    argv = ("-n", NAMESPACE, "get", "persistentvolumeclaims", "-o", "name")
+    return (await anyio.to_thread.run_sync(lambda: kind.run_kubectl(worker, *argv))).split()
+
+
 def _on_workers(kind: KindEnvironment, *args: str, stdin: str) -> None:
     for worker in WORKERS:
         kubectl(kind, worker, *args, stdin=stdin)
@@ -590,9 +595,10 @@ async def test_tektons_own_examples_run_on_a_worker_and_come_back_as_its_tekton_
     kind: KindEnvironment, api: dict[str, ApiClient]
 ) -> None:
     """Tekton's example PipelineRuns (e2e/kind/upstream.py: params and results, object and array results, when,
-    finally, matrix, retries, timeouts, a ConfigMap workspace), submitted three at a time on the
-    manager with the integration making every Workload, each run on a worker's real pods: every one succeeds there,
-    and comes back on the manager with the conditions, results and ``childReferences`` that worker's Tekton wrote."""
+    finally, matrix, retries, timeouts, workspaces on a ConfigMap and on volumeClaimTemplates), submitted three at a
+    time on the manager with the integration making every Workload, each run on a worker's real pods: every one
+    succeeds there, and comes back on the manager with the conditions, results and ``childReferences`` that worker's
+    Tekton wrote. Their claims go with them."""
     watch = WorkerWatch(api)
     examples = list(upstream.all_examples())
     beside = yaml.safe_dump_all([d for _, _, kept in examples for d in kept])
@@ -619,6 +625,9 @@ async def test_tektons_own_examples_run_on_a_worker_and_come_back_as_its_tekton_
         assert {e: s for e, (s, _, _) in outcomes.items()} == dict.fromkeys(upstream.EXAMPLES, "True"), outcomes
         for name, wl in workloads.items():
             await _nothing_left(kind, api, wl, name)
+        for worker in WORKERS:  # the volumeClaimTemplates' claims went with their runs' copies
+            await eventually(lambda w=worker: _claims(kind, w), until=lambda c: c == [], timeout=120,  # type: ignore[misc]
+                             what=f"the examples' PersistentVolumeClaims gone from {worker}")  # fmt: skip
     finally:
         removal = ("delete", "--ignore-not-found", "-f", "-")
         await anyio.to_thread.run_sync(lambda: _on_workers(kind, *removal, stdin=beside))

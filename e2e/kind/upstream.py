@@ -15,8 +15,9 @@ from e2e.kind.components import EXAMPLE_STEP_IMAGE
 from e2e.kind.scene import NAMESPACE, QUEUE
 from multikueue.testing import crds
 
-# Each example and what a team uses that it exercises. Left out: those whose workspace is a volumeClaimTemplate (no
-# storage provisioner is built here yet), those resolving remote bundles or git (no network), and alpha features.
+# Each example and what a team uses that it exercises. A volumeClaimTemplate's claim is bound by the workers' default
+# StorageClass, local-path-provisioner's (e2e/kind/components.py), as on any kind cluster. Left out: those resolving
+# remote bundles or git (no network), and alpha features.
 EXAMPLES = {
     "pipelinerun-results-with-params.yaml": "a result passed to the next task as a param",
     "pipeline-object-results.yaml": "object results, whole and by key",
@@ -27,6 +28,11 @@ EXAMPLES = {
     "beta/pipelinerun-with-matrix.yaml": "matrix (include, onError, retries) with a Task kept on each worker",
     "pipelinerun-with-task-timeout-override.yaml": "timeouts, with a Pipeline and Tasks kept on each worker",
     "using-optional-workspaces-in-when-expressions.yaml": "a workspace on a ConfigMap; an optional one; when",
+    "workspace-from-volumeclaimtemplate.yaml": "a workspace on a volumeClaimTemplate, written then read",
+    "pipelinerun-with-parallel-tasks-using-pvc.yaml": "tasks in parallel sharing a volumeClaimTemplate workspace",
+    "pipelinerun-using-different-subpaths-of-workspace.yaml": "subPaths of a volumeClaimTemplate workspace",
+    "propagating-workspaces.yaml": "workspaces propagated: a volumeClaimTemplate, a ConfigMap, a Secret",
+    "pipelinerun-with-when-expressions.yaml": "when on params and results, over a volumeClaimTemplate workspace",
 }
 # Also left out: stepaction-params.yaml (StepAction's CRD converts through Tekton's webhook, not installed here), and
 # beta/isolated-workspaces.yaml. Its step's workspace `mountpath` (so spelt) is not read by Tekton's

@@ -227,7 +227,8 @@ def _install_components() -> None:
         components.apply(configs[cluster], components.tekton_manifests(controller=cluster != "manager"), "apply Tekton")
     for cluster in WORKERS:
         components.wait_rollout(configs[cluster], components.TEKTON_NAMESPACE, "tekton-pipelines-controller")
-    say("Kueue on mk-manager, mk-worker1, mk-worker2; Tekton on the workers: ready")
+        components.default_storage(configs[cluster])
+    say("Kueue on mk-manager, mk-worker1, mk-worker2; Tekton and local-path storage on the workers: ready")
 
 
 def _merged_kubeconfig(paths: dict[str, Path]) -> dict[str, Any]:

@@ -499,6 +499,17 @@ def tekton_kueue_binary(progress: Progress = _quiet) -> Path:
     return _go_build("tekton-kueue", TEKTON_KUEUE_MODULE, package, TEKTON_KUEUE_VERSION, target, progress)
 
 
+LOCAL_PATH_MODULE = "github.com/rancher/local-path-provisioner"
+LOCAL_PATH_VERSION = "v0.0.30"  # the newest the proxy here serves
+
+
+def local_path_provisioner_binary(progress: Progress = _quiet) -> Path:
+    """rancher's local-path-provisioner (kind's own default storage), for the kind suite's workers."""
+    target = cache_root() / "interop" / f"local-path-provisioner-{LOCAL_PATH_VERSION}" / "local-path-provisioner"
+    return _go_build("local-path-provisioner", LOCAL_PATH_MODULE, LOCAL_PATH_MODULE, LOCAL_PATH_VERSION, target,
+                     progress)  # fmt: skip
+
+
 def converted_kueue_crds(port: int, ca_pem: bytes) -> list[dict[str, Any]]:
     """Kueue's CRDs serving v1beta1 too, converted by that cluster's Kueue (as its kustomize patches set up):
     tekton-kueue, built against Kueue v0.14, reads and writes v1beta1 Workloads."""
