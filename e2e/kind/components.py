@@ -201,11 +201,13 @@ def storage_manifests() -> list[dict[str, Any]]:
 def default_storage(kubeconfig: Path) -> None:
     """local-path-provisioner's class the only default: kind's own ``standard`` (the host-path provisioner of
     kube-controller-manager, whose directories kubelet cannot see) no longer."""
-    apply(kubeconfig, storage_manifests(), "apply local-path-provisioner")
+    documents = storage_manifests()
+    apply(kubeconfig, documents, "apply local-path-provisioner")
+    ours = {f"storageclass.storage.k8s.io/{d['metadata']['name']}" for d in documents if d["kind"] == "StorageClass"}
     kubectl = str(programs()["kubectl"])
     classes = run([kubectl, "--kubeconfig", str(kubeconfig), "get", "storageclasses", "-o", "name"], "storage classes")
     for name in classes.split():
-        if name != "storageclass.storage.k8s.io/local-path":
+        if name not in ours:
             run([kubectl, "--kubeconfig", str(kubeconfig), "annotate", "--overwrite", name, f"{DEFAULT_CLASS}=false"],
                 f"{name} no longer the default")  # fmt: skip
     wait_rollout(kubeconfig, LOCAL_PATH_NAMESPACE, "local-path-provisioner")

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import base64
 import copy
+import re
+import subprocess
+import time
 from typing import Any
 
 import yaml
 
 from e2e.kind.components import TEKTON_KUEUE_IMAGE
+from e2e.kind.scene import NAMESPACE
 from e2e.providers import CLUSTERS
 from e2e.providers.kind import KindEnvironment
 from e2e.wiring import kubectl
@@ -27,6 +31,8 @@ SOURCE = ModuleSource(TEKTON_KUEUE_MODULE, TEKTON_KUEUE_VERSION)
 CERT_MANAGER = "cert-manager.io/"
 INJECT_CA = "cert-manager.io/inject-ca-from"
 UPSTREAM_IMAGE = "konflux-ci/tekton-kueue"  # what its config/webhook kustomization names
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"  # what its webhook's CEL priority(...) sets
+WEBHOOK_READY_SECONDS = 120
 
 Document = dict[str, Any]
 
@@ -59,7 +65,8 @@ def manifests(rendered: list[Document], *, manager: bool, ca: CertificateAuthori
     """tekton-kueue's rendered ``config/default`` for one cluster: cert-manager's objects replaced by what it would
     make of them, everything else as rendered but for the image (and the manager's override)."""
     ours = [d for d in rendered if d["apiVersion"].startswith(CERT_MANAGER)]
-    documents = [copy.deepcopy(d) for d in rendered if d not in ours]  # each cluster's own: the manager's differs
+    # each cluster's own copy: the manager's differs
+    documents = [copy.deepcopy(d) for d in rendered if not d["apiVersion"].startswith(CERT_MANAGER)]
     secrets = [_issued(d, ca) for d in ours if d["kind"] == "Certificate"]
     for document in documents:
         _local(document, manager=manager)
@@ -79,8 +86,29 @@ def _deployments(documents: list[Document]) -> list[tuple[str, str]]:
     return [(d["metadata"]["namespace"], d["metadata"]["name"]) for d in documents if d["kind"] == "Deployment"]
 
 
+def priority_class() -> str:
+    """The WorkloadPriorityClass its shipped webhook configuration's CEL rule names (``priority("...")``)."""
+    config = (SOURCE.directory() / "config" / "webhook" / "config.yaml").read_text()
+    found = re.search(r'priority\("([^"]+)"\)', config)
+    assert found is not None, f"no priority(...) rule in tekton-kueue's webhook configuration:\n{config}"
+    return found.group(1)
+
+
+def _webhook_answers(kind: KindEnvironment, cluster: str) -> bool:
+    """A server-side dry run of a PipelineRun create passes its webhook (``failurePolicy: Fail``): it serves. Its
+    readiness probe is a ping, so a rolled-out Deployment does not yet say so."""
+    step = {"name": "s", "image": "x"}
+    probe = {"apiVersion": "tekton.dev/v1", "kind": "PipelineRun",
+             "metadata": {"name": "probe", "namespace": NAMESPACE},
+             "spec": {"pipelineSpec": {"tasks": [{"name": "t", "taskSpec": {"steps": [step]}}]}}}  # fmt: skip
+    argv = [kind.kubectl, "--kubeconfig", str(kind.kubeconfig_path), "--context", cluster,
+            "create", "--dry-run=server", "-f", "-"]  # fmt: skip
+    answer = subprocess.run(argv, input=yaml.safe_dump(probe), capture_output=True, text=True, check=False, timeout=60)
+    return answer.returncode == 0
+
+
 def install(kind: KindEnvironment) -> None:
-    """tekton-kueue on the manager and both workers, each Deployment rolled out."""
+    """tekton-kueue on the manager and both workers, each Deployment rolled out and its webhook answering."""
     rendered, ca = _render(kind), CertificateAuthority("tekton-kueue-ca")
     for cluster in CLUSTERS:
         documents = manifests(rendered, manager=cluster == "manager", ca=ca)
@@ -89,6 +117,12 @@ def install(kind: KindEnvironment) -> None:
     for cluster in CLUSTERS:
         for namespace, name in _deployments(rendered):
             kubectl(kind, cluster, "-n", namespace, "rollout", "status", f"deployment/{name}", "--timeout=300s")
+        deadline = time.monotonic() + WEBHOOK_READY_SECONDS
+        while not _webhook_answers(kind, cluster):
+            assert time.monotonic() < deadline, (
+                f"tekton-kueue's webhook on {cluster}: no answer in {WEBHOOK_READY_SECONDS} s"
+            )
+            time.sleep(1)
 
 
 def remove(kind: KindEnvironment) -> None:

@@ -476,9 +476,9 @@ def _pipeline_with_result(name: str) -> Object:
 
 
 async def _dispatched(kind: KindEnvironment, api: dict[str, ApiClient],
-                      body: Object) -> tuple[Object, str, Object, list[Object]]:  # fmt: skip
+                      body: Object) -> tuple[Object, str, list[Object], list[Object]]:  # fmt: skip
     """``body`` created on the manager and followed until its Workload there is Finished (Succeeded): the object as
-    created, its Workload's name, the winning worker's last copy and every version of its Workload copy there."""
+    created, its Workload's name, every version of its copy on the winning worker and of its Workload copy there."""
     watch = WorkerWatch(api)
     async with anyio.create_task_group() as group:
         await watch.start(group)
@@ -488,15 +488,26 @@ async def _dispatched(kind: KindEnvironment, api: dict[str, ApiClient],
         finished = await _finished(kind, api, wl)
         group.cancel_scope.cancel()
     assert condition(finished, "Finished").get("reason") == "Succeeded"
-    return made, wl, watch.last(winner, "PipelineRun", made["metadata"]["name"]), watch.versions(winner, "Workload", wl)
+    return (
+        made,
+        wl,
+        watch.versions(winner, "PipelineRun", made["metadata"]["name"]),
+        watch.versions(winner, "Workload", wl),
+    )
 
 
-async def _came_back_as_the_workers_tekton_wrote_it(kind: KindEnvironment, api: dict[str, ApiClient], wl: str,
-                                                    copy: Object, copied_workloads: list[Object]) -> None:  # fmt: skip
-    """The copy carried MultiKueue's prebuilt Workload, admitted by its worker's Kueue, and was released there; the
-    manager's run ended with the status the worker's Tekton wrote (its result, its three children); nothing left."""
+async def _came_back_as_the_workers_tekton_wrote_it(
+    kind: KindEnvironment, api: dict[str, ApiClient], wl: str, copies: list[Object], copied_workloads: list[Object]
+) -> None:
+    """The copy carried MultiKueue's prebuilt Workload, was held by its worker's webhook, its Workload copy admitted
+    by that worker's Kueue, and it was released there; the manager's run ended with the status the worker's Tekton
+    wrote (its result, its three children); nothing left."""
+    copy = copies[-1]
     run = copy["metadata"]["name"]
     assert prebuilt_workload_of(copy) == wl
+    # Held from its creation. With the Tekton-aware adapter options (the tekton-kueue way) the dispatcher writes it
+    # without spec.status (removeWhen), so only the worker's webhook can have held it.
+    assert copies[0]["spec"].get("status") == "PipelineRunPending", "the copy was not held on its worker"
     assert any(condition(w, "Admitted").get("status") == "True" for w in copied_workloads)
     assert "status" not in copy["spec"], "the worker's integration did not release the copy"
     manager_run = await Objects(api["manager"], PIPELINERUNS).get(run, NAMESPACE)
@@ -518,13 +529,13 @@ async def test_the_integration_makes_every_workload_and_a_pipeline_comes_back_as
     each worker's webhook holds the copy and its integration adopts MultiKueue's prebuilt Workload and releases the
     copy once that worker's Kueue admits it; Tekton runs the three tasks on real pods. The run comes back on the
     manager with the final status the worker's Tekton wrote: conditions, results, ``childReferences``."""
-    await integration.install(kind, api, workers=True)
     try:
-        made, wl, copy, copied_workloads = await _dispatched(kind, api, _pipeline_with_result("kind-integrated"))
+        await integration.install(kind, api, workers=True)
+        made, wl, copies, copied_workloads = await _dispatched(kind, api, _pipeline_with_result("kind-integrated"))
         assert made["spec"].get("status") == "PipelineRunPending", "not held by the manager's webhook"
         requests = copied_workloads[0]["spec"]["podSets"][0]["template"]["spec"]["containers"][0]["resources"]
         assert requests["requests"]["tekton.dev/pipelineruns"] == "1", "the copy's Workload is not the integration's"
-        await _came_back_as_the_workers_tekton_wrote_it(kind, api, wl, copy, copied_workloads)
+        await _came_back_as_the_workers_tekton_wrote_it(kind, api, wl, copies, copied_workloads)
     finally:
         await integration.remove(kind, api, workers=True)
 
@@ -540,17 +551,19 @@ async def test_tekton_kueue_makes_every_workload_and_a_pipeline_comes_back_as_th
     the copy once that worker's Kueue admits it. The run comes back as the worker's Tekton wrote it."""
     body = _pipeline_with_result("kind-tekton-kueue")
     del body["spec"]["managedBy"]  # tekton-kueue's webhook sets it
-    await anyio.to_thread.run_sync(lambda: tekton_kueue.install(kind))
     try:
-        made, wl, copy, copied_workloads = await _dispatched(kind, api, body)
+        await anyio.to_thread.run_sync(lambda: tekton_kueue.install(kind))
+        made, wl, copies, copied_workloads = await _dispatched(kind, api, body)
         held = (made["spec"].get("status"), made["spec"].get("managedBy"))
         assert held == ("PipelineRunPending", kueue.MANAGED_BY), "not held and marked by tekton-kueue's webhook"
+        # its webhook's CEL rule (priority("tekton-kueue-default")): no other integration writes this label
+        assert made["metadata"]["labels"].get(tekton_kueue.PRIORITY_LABEL) == tekton_kueue.priority_class()
         manager_workload = await Objects(api["manager"], WORKLOADS).get(wl, NAMESPACE)
         assert manager_workload is not None, "tekton-kueue's controller made no Workload on the manager"
         assert manager_workload["metadata"]["ownerReferences"][0]["uid"] == made["metadata"]["uid"]
-        adopted = copied_workloads[-1]["metadata"].get("ownerReferences") or []
-        assert [o["kind"] for o in adopted] == ["PipelineRun"], "the worker's tekton-kueue did not adopt the copy"
-        await _came_back_as_the_workers_tekton_wrote_it(kind, api, wl, copy, copied_workloads)
+        adopted = [o["uid"] for o in copied_workloads[-1]["metadata"].get("ownerReferences") or []]
+        assert adopted == [copies[-1]["metadata"]["uid"]], "the worker's tekton-kueue did not adopt the copy"
+        await _came_back_as_the_workers_tekton_wrote_it(kind, api, wl, copies, copied_workloads)
     finally:
         await anyio.to_thread.run_sync(lambda: tekton_kueue.remove(kind))
 
@@ -582,8 +595,11 @@ async def _examples_in_waves(kind: KindEnvironment, api: dict[str, ApiClient], w
 
 
 async def _claims(kind: KindEnvironment, worker: str) -> list[str]:
-    argv = ("-n", NAMESPACE, "get", "persistentvolumeclaims", "-o", "name")
-    return (await anyio.to_thread.run_sync(lambda: kind.run_kubectl(worker, *argv))).split()
+    """The claims in the scenarios' namespace and every volume (local-path's teardown removes them)."""
+    claims = ("-n", NAMESPACE, "get", "persistentvolumeclaims", "-o", "name")
+    volumes = ("get", "persistentvolumes", "-o", "name")
+    found = [await anyio.to_thread.run_sync(lambda a=argv: kind.run_kubectl(worker, *a)) for argv in (claims, volumes)]  # type: ignore[misc]
+    return " ".join(found).split()
 
 
 def _on_workers(kind: KindEnvironment, *args: str, stdin: str) -> None:
@@ -627,7 +643,7 @@ async def test_tektons_own_examples_run_on_a_worker_and_come_back_as_its_tekton_
             await _nothing_left(kind, api, wl, name)
         for worker in WORKERS:  # the volumeClaimTemplates' claims went with their runs' copies
             await eventually(lambda w=worker: _claims(kind, w), until=lambda c: c == [], timeout=120,  # type: ignore[misc]
-                             what=f"the examples' PersistentVolumeClaims gone from {worker}")  # fmt: skip
+                             what=f"the examples' claims and volumes gone from {worker}")  # fmt: skip
     finally:
         removal = ("delete", "--ignore-not-found", "-f", "-")
         await anyio.to_thread.run_sync(lambda: _on_workers(kind, *removal, stdin=beside))

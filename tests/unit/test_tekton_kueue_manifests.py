@@ -10,7 +10,7 @@ import yaml
 from cryptography import x509
 
 from e2e.kind.components import TEKTON_KUEUE_IMAGE
-from e2e.kind.tekton_kueue import manifests
+from e2e.kind.tekton_kueue import SOURCE, UPSTREAM_IMAGE, manifests, priority_class
 from multikueue.pki import CertificateAuthority
 
 NS = "tekton-kueue"
@@ -77,3 +77,16 @@ def test_the_image_built_here_runs_and_only_the_manager_overrides_managed_by() -
     }
     assert yaml.safe_load(worker["ConfigMap"]["data"]["config.yaml"]) == {"queueName": "pipelines-queue"}
     assert rendered == _rendered(), "the rendered documents are left as they were"
+
+
+def test_the_real_manifests_name_the_image_replaced_and_the_priority_class_they_create() -> None:
+    """Against tekton-kueue's own files (its Go module): the image ``manifests`` replaces is the one its kustomization
+    names, and the class its webhook's CEL rule labels runs with is the WorkloadPriorityClass ``config/default``
+    creates (its name prefixed)."""
+    config = SOURCE.directory() / "config"
+    kustomization = yaml.safe_load((config / "webhook" / "kustomization.yaml").read_text())
+    assert [i["newName"] for i in kustomization["images"]] == [UPSTREAM_IMAGE]
+    prefix = yaml.safe_load((config / "default" / "kustomization.yaml").read_text())["namePrefix"]
+    [created] = yaml.safe_load_all((config / "webhook" / "default-priority-class.yaml").read_text())
+    assert created["kind"] == "WorkloadPriorityClass"
+    assert priority_class() == prefix + created["metadata"]["name"]
