@@ -22,6 +22,7 @@ from __future__ import annotations
 import shutil
 import subprocess
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -275,10 +276,18 @@ def wait_rollout(kubeconfig: Path, namespace: str, deployment: str, timeout: int
     run(argv, f"{deployment} rolled out", timeout=timeout + 30)
 
 
-def webhook_answers(kubeconfig: Path) -> bool:
-    """Kueue's webhooks admit a server-side dry run of a ResourceFlavor (they are ready, certificates included)."""
+KUEUE_PROBE = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "probe"}}
+
+
+def wait_admitted(kubeconfig: Path, probe: dict[str, Any], what: str, timeout: float = 180) -> None:
+    """Until a server-side dry run of creating ``probe`` passes the webhooks that see it: they serve, certificates
+    included (a rolled-out Deployment does not say so: readiness probes may be a ping)."""
     kubectl = str(programs()["kubectl"])
-    flavor = {"apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "ResourceFlavor", "metadata": {"name": "probe"}}
     argv = [kubectl, "--kubeconfig", str(kubeconfig), "create", "--dry-run=server", "-f", "-"]
-    result = subprocess.run(argv, input=yaml.safe_dump(flavor), capture_output=True, text=True, check=False, timeout=60)
-    return result.returncode == 0
+    deadline = time.monotonic() + timeout
+    while subprocess.run(
+        argv, input=yaml.safe_dump(probe), capture_output=True, text=True, check=False, timeout=60
+    ).returncode:
+        if time.monotonic() > deadline:
+            raise NodeImageError(f"{what} did not answer within {timeout:.0f} s")
+        time.sleep(2)

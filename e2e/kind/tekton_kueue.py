@@ -12,16 +12,15 @@ from __future__ import annotations
 import base64
 import copy
 import re
-import subprocess
-import time
 from typing import Any
 
 import yaml
 
-from e2e.kind.components import TEKTON_KUEUE_IMAGE
+from e2e.kind.clusters import kubeconfig
+from e2e.kind.components import TEKTON_KUEUE_IMAGE, wait_admitted
 from e2e.kind.scene import NAMESPACE
 from e2e.providers import CLUSTERS
-from e2e.providers.kind import KindEnvironment
+from e2e.providers.kind import NAMES, KindEnvironment
 from e2e.wiring import kubectl
 from multikueue.pki import CertificateAuthority
 from multikueue.testing.crds import ModuleSource
@@ -32,7 +31,10 @@ CERT_MANAGER = "cert-manager.io/"
 INJECT_CA = "cert-manager.io/inject-ca-from"
 UPSTREAM_IMAGE = "konflux-ci/tekton-kueue"  # what its config/webhook kustomization names
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"  # what its webhook's CEL priority(...) sets
-WEBHOOK_READY_SECONDS = 120
+# A PipelineRun its webhook (failurePolicy: Fail) must admit, in a dry run, before the scenario creates one.
+_STEPS = [{"name": "s", "image": "x"}]
+PROBE = {"apiVersion": "tekton.dev/v1", "kind": "PipelineRun", "metadata": {"name": "probe", "namespace": NAMESPACE},
+         "spec": {"pipelineSpec": {"tasks": [{"name": "t", "taskSpec": {"steps": _STEPS}}]}}}  # fmt: skip
 
 Document = dict[str, Any]
 
@@ -94,19 +96,6 @@ def priority_class() -> str:
     return found.group(1)
 
 
-def _webhook_answers(kind: KindEnvironment, cluster: str) -> bool:
-    """A server-side dry run of a PipelineRun create passes its webhook (``failurePolicy: Fail``): it serves. Its
-    readiness probe is a ping, so a rolled-out Deployment does not yet say so."""
-    step = {"name": "s", "image": "x"}
-    probe = {"apiVersion": "tekton.dev/v1", "kind": "PipelineRun",
-             "metadata": {"name": "probe", "namespace": NAMESPACE},
-             "spec": {"pipelineSpec": {"tasks": [{"name": "t", "taskSpec": {"steps": [step]}}]}}}  # fmt: skip
-    argv = [kind.kubectl, "--kubeconfig", str(kind.kubeconfig_path), "--context", cluster,
-            "create", "--dry-run=server", "-f", "-"]  # fmt: skip
-    answer = subprocess.run(argv, input=yaml.safe_dump(probe), capture_output=True, text=True, check=False, timeout=60)
-    return answer.returncode == 0
-
-
 def install(kind: KindEnvironment) -> None:
     """tekton-kueue on the manager and both workers, each Deployment rolled out and its webhook answering."""
     rendered, ca = _render(kind), CertificateAuthority("tekton-kueue-ca")
@@ -117,12 +106,7 @@ def install(kind: KindEnvironment) -> None:
     for cluster in CLUSTERS:
         for namespace, name in _deployments(rendered):
             kubectl(kind, cluster, "-n", namespace, "rollout", "status", f"deployment/{name}", "--timeout=300s")
-        deadline = time.monotonic() + WEBHOOK_READY_SECONDS
-        while not _webhook_answers(kind, cluster):
-            assert time.monotonic() < deadline, (
-                f"tekton-kueue's webhook on {cluster}: no answer in {WEBHOOK_READY_SECONDS} s"
-            )
-            time.sleep(1)
+        wait_admitted(kubeconfig(NAMES[cluster]), PROBE, f"tekton-kueue's webhook on {cluster}")
 
 
 def remove(kind: KindEnvironment) -> None:

@@ -208,7 +208,7 @@ def _install_components() -> None:
     """Images into the clusters, then Kueue everywhere, then (once Kueue's webhooks answer: they admit Deployments
     too) Tekton on the workers, each waited for."""
     from e2e.kind import clusters, components
-    from e2e.kind.node import NodeImageError, say
+    from e2e.kind.node import say
 
     images = components.build_images()
     configs = {cluster: clusters.kubeconfig(NAMES[cluster]) for cluster in CLUSTERS}
@@ -218,11 +218,7 @@ def _install_components() -> None:
         components.apply(configs[cluster], components.kueue_manifests(multikueue=cluster != "manager"), "apply Kueue")
     for cluster in CLUSTERS:
         components.wait_rollout(configs[cluster], components.KUEUE_NAMESPACE, "kueue-controller-manager")
-        deadline = time.monotonic() + 180
-        while not components.webhook_answers(configs[cluster]):
-            if time.monotonic() > deadline:
-                raise NodeImageError(f"Kueue's webhooks on {NAMES[cluster]} did not answer within 180 s")
-            time.sleep(2)
+        components.wait_admitted(configs[cluster], components.KUEUE_PROBE, f"Kueue's webhooks on {NAMES[cluster]}")
         say(f"installing Tekton on {NAMES[cluster]}" + (" (its CRDs only)" if cluster == "manager" else ""))
         components.apply(configs[cluster], components.tekton_manifests(controller=cluster != "manager"), "apply Tekton")
     for cluster in WORKERS:
