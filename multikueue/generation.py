@@ -161,10 +161,11 @@ class ManagerGeneration:
             config, api, self.manager_workloads, checks, configs, self._connections,
             self.manager_resources,  # others are discovered on first use
             metrics, owners=self.owners, enqueue=self.workload_controller.enqueue,
-            settled=self.cluster_reconciler.settled, clusters=clusters,
+            settled=self.cluster_reconciler.settled, clusters=clusters, lost_since=self.cluster_reconciler.lost_since,
         )  # fmt: skip
         self.direct_reconciler = DirectReconciler(config, api, self.direct_kinds, clusters, self._connections,
-                                                  self.direct_controller.enqueue, metrics)  # fmt: skip
+                                                  self.direct_controller.enqueue, metrics,
+                                                  lost_since=self.cluster_reconciler.lost_since)  # fmt: skip
         self.integration, self.integration_controller = _integration(api, config, self.kinds, self.manager_workloads,
                                                                      metrics)  # fmt: skip
         workers, changes = self.cluster_reconciler.signals, self.kinds.changes

@@ -179,15 +179,19 @@ class WorkerConnection:
     async def connect(self, task_group: TaskGroup) -> None:
         """One attempt: build the client, check the server answers, start the informers. Raises ``ConnectionFailed``."""
         timeout = Timeouts(total=self.timeout, connect=min(5.0, self.timeout))
-        api = await api_client_from_kubeconfig(
-            self.kubeconfig,
-            timeout=timeout,
-            temp_dir=self.temp_dir,
-            limiter=self.limiter,
-            max_connections=self.max_connections,
-            on_error=self.on_api_error,
-            on_request=self.on_api_request,
-        )
+        try:
+            api = await api_client_from_kubeconfig(
+                self.kubeconfig,
+                timeout=timeout,
+                temp_dir=self.temp_dir,
+                limiter=self.limiter,
+                max_connections=self.max_connections,
+                on_error=self.on_api_error,
+                on_request=self.on_api_request,
+            )
+        except KubeconfigError as e:  # its TLS material cannot be used (a CA that is not a certificate)
+            self._attempt_failed(str(e))
+            raise ConnectionFailed(self.last_error) from None
         step = ""
         try:
             await core.server_version(api)

@@ -103,6 +103,10 @@ class ClusterReconciler:
         self.metrics = metrics
         self.connections: dict[str, WorkerConnection] = {}
         self.tried: set[str] = set()  # clusters a pass has looked at (and so tried to connect to) in this process
+        # Since when each worker without a usable connection has been so (dropped: its MultiKueueCluster deleted,
+        # its kubeconfig unusable); forgotten once it connects. The worker-lost clock of the runs recorded there.
+        self.dropped: dict[str, float] = {}
+        self.started_at = time.monotonic()
         # Kubeconfigs refused for leading to another cluster: (current, refused fingerprint, recorded identity) and why
         self.refused: dict[str, tuple[tuple[str, str, str | None], tuple[str, str]]] = {}
         dispatcher = config.dispatcher
@@ -143,9 +147,21 @@ class ClusterReconciler:
         connection = self.connections.get(name)
         state = (connection.connected if connection else False, frozenset(connection.resources if connection else ()),
                  self.settled(name))  # fmt: skip
+        if state[0]:
+            self.dropped.pop(name, None)
         if self._was.get(name) != state:
             self._was[name] = state
             self.signals.changed.emit(name)
+
+    def lost_since(self, name: str) -> float | None:
+        """Monotonic time since which the worker has not been connected (``None`` while it is): its connection's
+        outage, else since its connection was dropped, else since this process started (a worker whose kubeconfig
+        never worked here, or a MultiKueueCluster that does not exist)."""
+        connection = self.connections.get(name)
+        if connection is not None and connection.connected:
+            return None
+        since = [t for t in (self.dropped.get(name), connection.disconnected_since if connection else None) if t]
+        return min(since, default=self.started_at)
 
     def settled(self, name: str) -> bool:
         """Whether the cluster's state is known: it was tried (connected or not), or there is no such cluster. A
@@ -369,6 +385,9 @@ class ClusterReconciler:
         self.renewer.forget(name)
         connection = self.connections.pop(name, None)
         if connection is not None:
+            # The outage of the runs recorded there starts now (or earlier, if it was already down).
+            since = connection.disconnected_since if not connection.connected else None
+            self.dropped[name] = min(t for t in (since, self.dropped.get(name), time.monotonic()) if t is not None)
             await connection.close()
             self._connection_changed(name)
 

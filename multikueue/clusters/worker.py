@@ -7,6 +7,7 @@ own: the view reads through to the connection, so it stays right across reconnec
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from multikueue.kube.addresses import CLUSTER_QUEUES, WORKLOADS, GroupVersionKind
@@ -61,15 +62,25 @@ class Worker:
         informer = self._connection.objects.get(gvk)
         return informer.get(key) if informer is not None else None
 
-    def holds(self, gvk: GroupVersionKind, key: ObjectKey) -> bool | None:
-        """Whether this manager's copy of the object is there; ``None`` while its cache of the kind has not listed
-        yet (a moment after connecting). A kind not discovered there has no cache: no copy is known there."""
+    def holds(
+        self, gvk: GroupVersionKind, key: ObjectKey, run: Callable[[Object], bool] = lambda _: True
+    ) -> bool | None:
+        """Whether this manager's copy of the object, made for ``run`` (a same-named copy of an earlier run is not
+        it), is there; ``None`` while its cache of the kind has not listed yet (a moment after connecting). A kind not
+        discovered there has no cache: no copy is known there."""
+        listed = self.listed(gvk)
+        if not listed:
+            return listed
+        found = self.copy(gvk, key)
+        return found is not None and run(found)
+
+    def listed(self, gvk: GroupVersionKind) -> bool | None:
+        """Whether the cache of the kind has listed (what it lacks is then absent); ``None`` while it has not, ``False``
+        when the kind has no cache there (not discovered: no copy is known there)."""
         informer = self._connection.objects.get(gvk)
         if informer is None:
             return False
-        if not informer.synced.is_set():
-            return None
-        return informer.get(key) is not None
+        return True if informer.synced.is_set() else None
 
     def copies(self, gvk: GroupVersionKind) -> list[Object]:
         informer = self._connection.objects.get(gvk)

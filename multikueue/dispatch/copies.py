@@ -19,7 +19,7 @@ from multikueue.dispatch.writes import WorkerWriteFailed
 from multikueue.kube.addresses import GroupVersionKind
 from multikueue.kube.errors import Conflict, KubeError
 from multikueue.kube.resources import Objects
-from multikueue.labels import ORIGIN_LABEL
+from multikueue.labels import MANAGER_UID_ANNOTATION, ORIGIN_LABEL, prebuilt_workload_of
 from multikueue.runtime.informer import ObjectKey
 
 log = structlog.get_logger(__name__)
@@ -36,11 +36,66 @@ class Want(Enum):
     OBSERVE = "observe"  # never created: mirrored if it is there (a run being evicted, or not yet recorded)
 
 
+@dataclass(frozen=True)
+class Run:
+    """Which run a copy must have been made for: the manager object's UID and, in Kueue mode, its prebuilt
+    Workload's name (Kueue hashes the owner's UID into it). A same-named copy with this origin made for another run
+    (the object deleted and created again while the worker was unreachable, or while a finalizer held the copy) is
+    stale. An empty field matches any copy (an object read before it had a UID, a copy of an older version)."""
+
+    uid: str = ""
+    workload: str = ""
+
+    @classmethod
+    def of(cls, obj: Object | None, workload: str = "") -> Run:
+        return cls(str(((obj or {}).get("metadata") or {}).get("uid") or ""), workload)
+
+    def made(self, worker_obj: Object) -> bool:
+        """Whether ``worker_obj`` is this run's copy."""
+        copied = ((worker_obj.get("metadata") or {}).get("annotations") or {}).get(MANAGER_UID_ANNOTATION)
+        if self.uid and copied and copied != self.uid:
+            return False
+        prebuilt = prebuilt_workload_of(worker_obj)
+        return not (self.workload and prebuilt and prebuilt != self.workload)
+
+    __call__ = made
+
+
+ANY_RUN = Run()
+
+
 @dataclass(frozen=True, kw_only=True)
 class Absent:
-    """No copy, and none made (``Want.OBSERVE``)."""
+    """No copy, and none made (``Want.OBSERVE``): the worker's cache of the kind has listed, and lacks it."""
 
     obj: Object
+
+
+@dataclass(frozen=True, kw_only=True)
+class Unlisted:
+    """No copy cached, and the worker's cache of the kind has not listed yet (a moment after a connect, a failover
+    or a reload): whether it is there is not known. Never read as absent (``Want.OBSERVE``)."""
+
+    obj: Object
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stale:
+    """A same-named copy with this origin made for an earlier run (``Run``): never held, mirrored or adopted. Its
+    deletion was asked (or it is already going, held by finalizers); this run waits until it is gone."""
+
+    obj: Object
+    worker_obj: Object
+    message: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Gone:
+    """The copy ran there (``ran_there``) and is gone, deleted on the worker by someone else (a pruner, a TTL, a
+    user) before its final status reached the manager: never created again, so the run is not executed twice."""
+
+    obj: Object
+    message: str
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -119,7 +174,9 @@ class Finished(InSync):
     message: str
 
 
-CopyOutcome = Absent | Created | Vanished | CreateRefused | Foreign | Adopted | Held | NoStatus | InSync
+CopyOutcome = (
+    Absent | Unlisted | Created | Vanished | CreateRefused | Foreign | Stale | Gone | Adopted | Held | NoStatus | InSync
+)  # fmt: skip
 
 
 async def sync(
@@ -132,22 +189,28 @@ async def sync(
     manager: Objects,
     mirror: StatusMirror,
     workload_name: str = "",
+    ran_there: bool = False,
     keep_conditions: frozenset[str] = frozenset(),
     no_status_in_sync: bool = False,
 ) -> CopyOutcome:
-    """Bring ``obj``'s copy on ``worker`` in line, and say what was found.
+    """Bring ``obj``'s copy on ``worker`` in line, and say what was found. ``ran_there``: the run is known to have
+    had its copy there (its status was mirrored from it): a copy missing there is not created again.
 
     Raises only what cannot be an outcome: ``KindNotServed`` (checked first), a write whose outcome is unknown or
     that may be retried (``WorkerWriteFailed`` not a refusal, ``KubeError`` from adopting or carrying the spec), and
     ``StatusRejected``.
     """
     key = ObjectKey.of(obj)
+    run = Run.of(obj, workload_name)
     worker.objects(adapter.gvk)  # KindNotServed, with the reason, before anything else
     worker_obj = worker.copy(adapter.gvk, key)  # the cache holds this origin's copies only
     if worker_obj is None:
+        listed = worker.listed(adapter.gvk)
         if want is Want.OBSERVE:
-            return Absent(obj=obj)
-        found = await _create(worker, adapter, obj, origin=origin, workload_name=workload_name)
+            return Absent(obj=obj) if listed else Unlisted(obj=obj)
+        # A run that ran there is read live whatever the cache says (it may still be listing): never made twice.
+        found = await (_gone_or_found(worker, adapter, obj) if ran_there else
+                       _create(worker, adapter, obj, origin=origin, workload_name=workload_name))  # fmt: skip
         if not isinstance(found, dict):
             return found
         worker_obj = found
@@ -157,6 +220,8 @@ async def sync(
             message = not_ours_message(adapter.gvk.kind, key, worker.name, origin)
             return Foreign(obj=obj, worker_obj=worker_obj, message=message)
         return Adopted(obj=obj, worker_obj=mine)
+    if not run.made(worker_obj):
+        return await _stale(worker, adapter, obj, worker_obj)
     await carry_spec(worker, adapter, obj, worker_obj)
     mirrored = await mirror.write(
         manager, adapter, obj, worker_obj, worker=worker.name, keep_conditions=keep_conditions,
@@ -177,17 +242,73 @@ async def sync(
 async def _create(
     worker: Worker, adapter: GenericAdapter, obj: Object, *, origin: str, workload_name: str
 ) -> Created | Vanished | CreateRefused | Object:
-    """Create the copy: the outcome, or the same-named copy already there to go on with."""
+    """Create the copy: the outcome, or the same-named copy already there to go on with.
+
+    A refusal is final only once the name is looked up there: admission runs before the "already exists" check, so
+    the retry of a create whose answer was lost can be refused by what the first, stored create changed (a
+    ResourceQuota on the kind's count at its limit, a stateful policy webhook). A copy found then is gone on with.
+    """
     body = adapter.worker_copy(obj, origin=origin, workload_name=workload_name)
     try:
         created, existing = await create(worker, adapter.gvk, body)
     except WorkerWriteFailed as e:
         if not e.refused:
             raise  # no answer, or one that may change: the copy may be there
-        return CreateRefused(obj=obj, error=e)
+        there = await look_up(worker, adapter.gvk, ObjectKey.of(obj), e)
+        return CreateRefused(obj=obj, error=e) if there is None else there
     if created:
         return Created(obj=obj)
     return Vanished(obj=obj) if existing is None else existing
+
+
+async def _gone_or_found(worker: Worker, adapter: GenericAdapter, obj: Object) -> Gone | Object:
+    """The copy the run had there, not in the listed cache: read live (the cache may lag); gone, it is not made
+    again."""
+    key = ObjectKey.of(obj)
+    there = await look_up(worker, adapter.gvk, key)
+    if there is not None:
+        return there
+    message = gone_message(adapter.gvk.kind, key, worker.name)
+    log.warning("copy deleted on worker by someone else", cluster=worker.name, kind=adapter.gvk.kind, object=str(key))
+    return Gone(obj=obj, message=message)
+
+
+def gone_message(kind: str, key: ObjectKey, worker: str) -> str:
+    return (f"{kind} {key} on worker {worker} was deleted there (not by this dispatcher) before its final status "
+            "reached the manager: it is not run again, and the status shown is the last one mirrored")  # fmt: skip
+
+
+async def look_up(
+    worker: Worker, gvk: GroupVersionKind, key: ObjectKey, refusal: WorkerWriteFailed | None = None
+) -> Object | None:
+    """The object of that name on the worker, read live (kept as cached when it is this origin's, until its watch
+    event comes); a failed read raises ``refusal`` (whether the copy is there is then not known) or the error."""
+    try:
+        there = await worker.objects(gvk).get(key.name, key.namespace)
+    except WRITE_FAILURES as e:
+        if refusal is not None:  # whether the refused create's copy is there is not known: retried
+            raise WorkerWriteFailed(worker.name, "read (after a refused create)", gvk.kind, key.namespace, key.name,
+                                    e) from None  # fmt: skip
+        raise
+    if there is not None and worker.copy(gvk, key) is None:
+        worker.remember_created(gvk, there)  # a foreign object is not: the cache holds this origin's only
+    return there
+
+
+async def _stale(worker: Worker, adapter: GenericAdapter, obj: Object, worker_obj: Object) -> Stale:
+    """A copy of an earlier same-named run: deleted (exactly that one: its UID is the precondition), and said."""
+    meta = worker_obj["metadata"]
+    key = ObjectKey.of(obj)
+    if not meta.get("deletionTimestamp"):
+        await _delete(worker, adapter.gvk, worker_obj)
+    held = meta.get("finalizers") or []
+    then = f", held there by the finalizers {', '.join(held)}" if held else ""
+    uid = (meta.get("annotations") or {}).get(MANAGER_UID_ANNOTATION) or "?"
+    message = (f"{adapter.gvk.kind} {key} on worker {worker.name} is the copy of an earlier run of that name "
+               f"(manager UID {uid}, not {obj['metadata'].get('uid')}): it is being deleted{then}; this run is "
+               "created there once it is gone")  # fmt: skip
+    log.info("stale copy on worker", cluster=worker.name, kind=adapter.gvk.kind, object=str(key), manager_uid=uid)
+    return Stale(obj=obj, worker_obj=worker_obj, message=message)
 
 
 async def create(worker: Worker, gvk: GroupVersionKind, body: Object) -> tuple[bool, Object | None]:
@@ -203,6 +324,18 @@ async def create(worker: Worker, gvk: GroupVersionKind, body: Object) -> tuple[b
         raise WorkerWriteFailed(worker.name, "create", gvk.kind, key.namespace, key.name, e) from None
     log.info("object created on worker", cluster=worker.name, kind=gvk.kind, object=str(key))
     return True, None
+
+
+def has_mirrored_status(obj: Object, keep_conditions: frozenset[str] = frozenset()) -> bool:
+    """Whether the manager object carries a status mirrored from a worker (anything but this controller's own
+    conditions, ``keep_conditions``): its copy ran there."""
+    for field, value in (obj.get("status") or {}).items():
+        if field == "conditions":
+            if any(c.get("type") not in keep_conditions for c in value or [] if isinstance(c, dict)):
+                return True
+        elif value not in (None, "", [], {}):
+            return True
+    return False
 
 
 def is_ours(remote: Object, origin: str) -> bool:
@@ -250,14 +383,26 @@ async def caught_up(worker: Worker, adapter: GenericAdapter, cached: Object) -> 
     return not worker.remember_copy(adapter.gvk, live)
 
 
-async def delete(worker: Worker, gvk: GroupVersionKind, key: ObjectKey) -> bool:
-    """Delete this manager's copy if the worker's cache has it (a foreign same-named object never is there) and it
-    is not already going; whether a delete was sent."""
+async def delete(worker: Worker, gvk: GroupVersionKind, key: ObjectKey, run: Run = ANY_RUN) -> bool:
+    """Delete this manager's copy made for ``run`` if the worker's cache has it (a foreign same-named object never
+    is there; another run's copy of that name is left to that run) and it is not already going; whether a delete
+    was sent."""
     remote = worker.copy(gvk, key)
-    if remote is None or remote["metadata"].get("deletionTimestamp"):
+    if remote is None or remote["metadata"].get("deletionTimestamp") or not run.made(remote):
         return False
+    return await _delete(worker, gvk, remote)
+
+
+async def _delete(worker: Worker, gvk: GroupVersionKind, remote: Object) -> bool:
+    """Delete exactly ``remote``: its UID is the precondition, so a newer same-named object made since the cache
+    last saw it is never the one deleted (a 409 then: the next pass looks again)."""
+    key = ObjectKey.of(remote)
     try:
-        await worker.objects(gvk).delete(key.name, key.namespace)
+        await worker.objects(gvk).delete(key.name, key.namespace, uid=remote["metadata"].get("uid"))
+    except Conflict:
+        log.info("copy changed before its deletion; looked at again", cluster=worker.name, kind=gvk.kind,
+                 object=str(key))  # fmt: skip
+        return False
     except WRITE_FAILURES as e:
         raise WorkerWriteFailed(worker.name, "delete", gvk.kind, key.namespace, key.name, e) from e
     log.info("copy deleted on worker", cluster=worker.name, kind=gvk.kind, object=str(key))

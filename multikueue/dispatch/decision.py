@@ -8,11 +8,13 @@ of Kueue's ``reconcileGroup``:
 1. finished, or without quota: nothing may run anywhere (``RemoveEverywhere``);
 2. a worker finished it: out of sync (``ResetOutOfSync``), else its final status is mirrored and the Workload
    finished (``FinishedOnWorker``);
-3. a worker evicted it (``KeepEvicted`` while the manager's is evicted too, else ``ResetEvicted``);
+3. a worker evicted it (``KeepEvicted`` while the manager's is evicted too, else ``ResetEvicted``). Once a worker
+   is recorded, only its copy can finish or evict the run;
 4. a copy whose spec no longer matches (``CarryPriority`` or ``ReplaceCopy``);
 5. the first worker to admit it wins (``RunOnWinner``: recorded on the Workload before anything is created there);
    the admitting worker gone or lost for longer than ``workerLostTimeout`` resets the check (``RetryAdmission``),
-   lost for less is waited for, and the check's message says so (``AwaitLostWorker``);
+   lost for less is waited for, and the check's message says so (``AwaitLostWorker``); a run whose object ran
+   there and was deleted there by someone else is not run again (``LostOnWorker``);
 6. otherwise workers are nominated (AllAtOnce, Incremental, or an external dispatcher's) and the Workload copied
    to them (``Nominate``). Beyond Kueue, the run's worker selection (the kind's ``workerSelector`` and the
    object's ``multikueue.x-k8s.io/worker-selector``) narrows the nominations; a run it leaves no worker is told so
@@ -61,6 +63,7 @@ class Group:
     selection: Selection = field(default_factory=Selection)  # the workers the run may not be nominated to
     inadmissible_timeout: float | None = None  # give up on a run no worker's Kueue can ever admit (None: never)
     inadmissible_since: float | None = None  # since when every worker's Kueue has said so (this process's clock)
+    ran_there: bool = False  # the run's object is known to have been on the recorded worker (its status mirrored)
 
     @property
     def state(self) -> Object:
@@ -152,6 +155,21 @@ class AwaitLostWorker:
 
 
 @dataclass(frozen=True)
+class LostOnWorker:
+    """The run's object ran on the recorded worker, and it and its Workload copy are gone there (deleted by someone
+    else: a pruner, a TTL, a user) before the final status reached the manager. It is not run again: the Workload
+    finishes as Failed, saying so."""
+
+    cluster: str
+
+    @property
+    def message(self) -> str:
+        return (f'The workload\'s object and its Workload copy on "{self.cluster}" were deleted there (not by this '
+                "dispatcher) before the final status reached the manager: it is not run again, and the status shown "
+                "is the last one mirrored")  # fmt: skip
+
+
+@dataclass(frozen=True)
 class RunOnWinner:
     winner: str
     losers: tuple[str, ...]  # connected workers holding a copy that lost the race
@@ -186,7 +204,7 @@ class GiveUp:
 
 Step = (
     Wait | RemoveEverywhere | ResetOutOfSync | FinishedOnWorker | KeepEvicted | ResetEvicted | CarryPriority
-    | ReplaceCopy | RetryAdmission | AwaitLostWorker | RunOnWinner | Nominate | GiveUp
+    | ReplaceCopy | RetryAdmission | AwaitLostWorker | LostOnWorker | RunOnWinner | Nominate | GiveUp
 )  # fmt: skip
 
 
@@ -204,8 +222,18 @@ def decide(group: Group) -> Step:
     return _nominate(group)
 
 
+def _recorded_copies(group: Group) -> dict[str, Object]:
+    """The copies whose state can end or evict the run: once a worker is recorded, its copy alone (a loser's copy
+    being deleted, preempted or finished there, says nothing of the run on the winner)."""
+    recorded = str(group.status.get("clusterName") or "")
+    if not recorded:
+        return dict(group.worker_copies)
+    copy = group.worker_copies.get(recorded)
+    return {recorded: copy} if copy is not None else {}
+
+
 def _finished(group: Group) -> Step | None:
-    finished = wl.earliest_true(dict(group.worker_copies), wl.FINISHED)
+    finished = wl.earliest_true(_recorded_copies(group), wl.FINISHED)
     if finished is None:
         return None
     cluster, condition = finished
@@ -215,7 +243,7 @@ def _finished(group: Group) -> Step | None:
 
 
 def _evicted(group: Group) -> Step | None:
-    evicted = wl.earliest_true(dict(group.worker_copies), wl.EVICTED)
+    evicted = wl.earliest_true(_recorded_copies(group), wl.EVICTED)
     if evicted is None:
         return None
     if wl.is_true(group.workload, wl.EVICTED):
@@ -258,6 +286,11 @@ def _winner(group: Group) -> Step | None:
         return Wait(left) if admitting in group.settling else AwaitLostWorker(admitting, left, group.lost_timeout)
     if not admitting:
         return RetryAdmission(UNEXPECTED_READY)
+    holding = group.holding.get(admitting, False)
+    if holding is None:
+        return Wait(HOLDING_UNKNOWN_RECHECK)  # its cache of the kind has not listed: the object may be there
+    if group.ran_there and not holding:
+        return LostOnWorker(admitting)
     return RetryAdmission("Admitting remote no longer exists")
 
 

@@ -64,6 +64,10 @@ PLACED, FINISHED, FAILED = "Placed", "Finished", "Failed"
 NO_WORKER_FITS = "NoWorkerFits"
 NO_WORKER_CAN_RUN = "NoWorkerCanRun"
 UNREACHABLE = "WorkerUnreachable"
+STALE_COPY = "StaleCopy"  # the worker holds an earlier same-named run's copy: deleted, waited for
+COPY_DELETED = "CopyDeleted"  # the copy was deleted on its worker before its final status came: not run again
+STALE_RECHECK = 2.0  # seconds
+KEPT = frozenset({CONDITION})  # this controller's own condition: kept on the object, never mirrored over
 
 
 def notes_of(obj: Object) -> dict[str, str]:
@@ -112,8 +116,11 @@ class DirectReconciler:
         connections: Callable[[], dict[str, Worker]],
         enqueue: Callable[[DirectKey], None],
         metrics: Metrics | None = None,
+        lost_since: Callable[[str], float | None] | None = None,
     ) -> None:
         self.config = config
+        # Since when a worker not connected has been so (its connection dropped, or never made in this process).
+        self.lost_since = lost_since or self._connection_lost_since
         self.api = api
         self.kinds = kinds
         self.clusters = clusters
@@ -143,6 +150,10 @@ class DirectReconciler:
         # Kinds whose status schema has no ``conditions`` (the API server drops the placement condition without an
         # error): their placement record is kept in an annotation instead.
         self.no_conditions: set[GroupVersionKind] = set()
+
+    def _connection_lost_since(self, name: str) -> float | None:
+        worker = self.connections().get(name)
+        return worker.lost_since if worker is not None else self.started_at
 
     def observe(self, gvk: GroupVersionKind, kind: str, obj: Object) -> None:
         """Every event of the kind's informer (and this process's own writes): the load counts, and deletions."""
@@ -219,7 +230,7 @@ class DirectReconciler:
         await self._remove_copies(gvk, obj_key, obj, keep=worker)  # stale copies on workers it was moved away from
         placed = self.connections().get(worker)
         if placed is None or not placed.connected:
-            return await self._worker_unavailable(gvk, obj, adapter, worker, placed)
+            return await self._worker_unavailable(gvk, obj, adapter, worker)
         return await self._sync(gvk, obj, adapter, placed)
 
     # -------------------------------------------------------------------------------------- the steps
@@ -274,12 +285,19 @@ class DirectReconciler:
 
     async def _sync(self, gvk: GroupVersionKind, obj: Object, adapter: GenericAdapter, worker: Worker) -> Result:
         obj_key = ObjectKey.of(obj)
-        if (placement_record(obj) or {}).get("reason") == UNREACHABLE:
+        waited = (placement_record(obj) or {}).get("reason")
+        cached = worker.copy(gvk, obj_key)
+        if waited == UNREACHABLE:
             obj = await self._tell(gvk, obj, "True", PLACED, f"worker {worker.name} is reachable again")
+        elif waited == STALE_COPY and (cached is None or copies.Run.of(obj).made(cached)):
+            message = f"worker {worker.name} no longer holds an earlier run's copy"
+            obj = await self._tell(gvk, obj, "True", PLACED, message)
         _, resource = self.kinds[gvk]
+        # Its status came from this worker when it was never moved: a copy missing there was deleted there.
+        ran_there = copies.has_mirrored_status(obj, KEPT) and not avoided(obj)
         out = await copies.sync(worker, adapter, obj, want=Want.RUN, origin=self.origin,
-                                manager=Objects(self.api, resource), mirror=self.mirror,
-                                keep_conditions=frozenset({CONDITION}))  # fmt: skip
+                                manager=Objects(self.api, resource), mirror=self.mirror, ran_there=ran_there,
+                                keep_conditions=KEPT)  # fmt: skip
         if isinstance(out, copies.InSync) and out.pruned:
             await self._event(gvk, out.obj, "Warning", "StatusFieldsPruned",
                               pruned_message(gvk.kind, obj_key, worker.name, list(out.pruned)))  # fmt: skip
@@ -296,8 +314,24 @@ class DirectReconciler:
             case copies.Foreign(message=message):
                 await self._tell(gvk, obj, "False", "Conflict", message, event_type="Warning")
                 raise copies.OwnershipConflict(message)
+            case copies.Stale(message=message):  # an earlier same-named run's copy: deleted, waited for
+                await self._tell(gvk, obj, "Unknown", STALE_COPY, message, event_type="Warning")
+                return Result(requeue_after=STALE_RECHECK)
+            case copies.Gone(message=message):  # ran there, deleted there: never created again
+                return await self._gone(gvk, obj, adapter, message)
             case copies.Finished():
                 return await self._finished(gvk, out, worker)
+        return Result()
+
+    async def _gone(self, gvk: GroupVersionKind, obj: Object, adapter: GenericAdapter, message: str) -> Result:
+        """The copy ran on its worker and was deleted there: never made again. Its phase is what the mirrored status
+        says when the kind's ``finished`` predicate holds on it (the final status came first), else ``Failed``."""
+        done = adapter.finished(obj)
+        phase = FAILED if done is None or done[0] == "Failed" else FINISHED
+        obj = await self._annotate(gvk, obj, {PLACEMENT_PHASE: phase, PLACEMENT_FINISHED_AT: now_rfc3339()})
+        if done is None:
+            await self._tell(gvk, obj, "False", COPY_DELETED, message, event_type="Warning")
+        self.wake(gvk)
         return Result()
 
     async def _finished(self, gvk: GroupVersionKind, out: copies.Finished, worker: Worker) -> Result:
@@ -317,9 +351,8 @@ class DirectReconciler:
         obj: Object,
         adapter: GenericAdapter,
         worker: str,
-        placed: Worker | None,
     ) -> Result:
-        lost_since = placed.lost_since if placed is not None else self.started_at
+        lost_since = self.lost_since(worker)
         elapsed = time.monotonic() - (lost_since if lost_since is not None else time.monotonic())
         timeout = self.config.multi_kueue.worker_lost_timeout
         if elapsed < timeout:
@@ -364,7 +397,7 @@ class DirectReconciler:
         for name in sorted(w for w in named if w):
             worker = workers.get(name)
             if worker is not None and worker.connected:  # else the garbage collector does it once it is back
-                await copies.delete(worker, gvk, obj_key)
+                await copies.delete(worker, gvk, obj_key, copies.Run.of(obj))  # this run's copy, no later one's
 
     def _retained(self, gvk: GroupVersionKind, obj: Object) -> bool:
         """A finished run's copy within its kind's retention: kept for its pods."""
@@ -386,6 +419,7 @@ class DirectReconciler:
                         continue  # relabelled into another shard since its copy was made
                     wanted = (
                         obj is not None
+                        and copies.Run.of(obj).made(worker_obj)  # an earlier same-named run's copy never is
                         and notes_of(obj).get(PLACEMENT_WORKER) == name
                         and (notes_of(obj).get(PLACEMENT_PHASE) not in (FINISHED, FAILED) or self._retained(gvk, obj))
                     )

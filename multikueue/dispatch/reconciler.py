@@ -11,7 +11,7 @@ import datetime
 import functools
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import structlog
@@ -46,6 +46,8 @@ Object = dict[str, Any]
 EVENT_REASON = "MultiKueue"
 MESSAGE_LIMIT = 32768
 NEWS_BURST, NEWS_WINDOW = 5, 60.0  # worker news surfaced per run: at most 5 Events a minute
+REPLACED = "Remote workload spec changed, resetting for re-admission"
+STALE_RECHECK = 2.0  # seconds: a stale copy's deletion is looked for (its events name the earlier run's Workload)
 DISPATCH_PROBLEM = "Cannot dispatch: "
 """How a Pending check's message starts while a worker refuses (or does not answer) a write; cleared once none does."""
 
@@ -88,8 +90,12 @@ class WorkloadReconciler:
         clock: Callable[[], float] = time.monotonic,
         settled: Callable[[str], bool] = lambda _: True,
         clusters: Informer | None = None,
+        lost_since: Callable[[str], float | None] | None = None,
     ) -> None:
         self.config = config
+        # Since when a worker not connected has been so, connection dropped or never made (a MultiKueueCluster
+        # deleted, a kubeconfig that cannot be used): the worker-lost clock of the runs recorded there.
+        self.lost_since = lost_since or self._connection_lost_since
         self.clusters = clusters  # the MultiKueueClusters: their labels are what a run's worker selection reads
         self.settled = settled  # whether a worker's first connection attempt here has ended
         self.clock = clock  # monotonic seconds: worker-lost and incremental-round timing
@@ -118,6 +124,10 @@ class WorkloadReconciler:
         self.mirror = StatusMirror()
         self.origin = config.multi_kueue.origin
         self.controller_name = config.dispatcher.controller_name
+
+    def _connection_lost_since(self, cluster: str) -> float | None:
+        worker = self.connections().get(cluster)
+        return worker.lost_since if worker is not None else None
 
     def remember_deleted(self, obj: Object) -> None:
         self.deleted[ObjectKey.of(obj)] = obj
@@ -263,16 +273,15 @@ class WorkloadReconciler:
         """The snapshot the decision reads: caches and clocks, no API calls."""
         obj_key = ObjectKey.of(obj)
         config = self.config.multi_kueue
-        connections = self.connections()
         incremental = config.incremental_dispatcher_config
+        run = copies.Run.of(obj, workload["metadata"]["name"])
         return decision.Group(
             workload=workload, check=check_name, clusters=tuple(clusters), connected=tuple(connected),
             worker_copies=present,
             serving={c: worker.serves(adapter.gvk) for c, worker in connected.items()},
-            holding={c: worker.holds(adapter.gvk, obj_key) for c, worker in connected.items()},
+            holding={c: worker.holds(adapter.gvk, obj_key, run) for c, worker in connected.items()},
             settling=tuple(c for c in clusters if c not in connected and not self.settled(c)),
-            lost_since={c: connections[c].lost_since for c in clusters
-                        if c not in connected and c in connections},
+            lost_since={c: self.lost_since(c) for c in clusters if c not in connected},
             now=self.clock(), lost_timeout=config.worker_lost_timeout, dispatcher=config.dispatcher_name,
             round_started=self.rounds.get(ObjectKey.of(workload)),
             round_length=self.config.dispatcher.incremental_round_timeout,
@@ -281,6 +290,7 @@ class WorkloadReconciler:
             selection=self._selection(workload, adapter, obj, clusters),
             inadmissible_timeout=self.config.dispatcher.inadmissible_timeout,
             inadmissible_since=self.inadmissible.get(ObjectKey.of(workload)),
+            ran_there=_ran_there(workload, adapter, obj, present),
         )  # fmt: skip
 
     def _selection(self, workload: Object, adapter: GenericAdapter, obj: Object, clusters: list[str]) -> Selection:
@@ -336,6 +346,9 @@ class WorkloadReconciler:
                     await self._event(work.workload, "Warning", step.message)
                     await self._object_event(work.adapter, work.obj, "Warning", step.message, reason="WorkerLost")
                 return Result(requeue_after=after)
+            case decision.LostOnWorker():
+                await self._lost_on_worker(work, step.message)
+                return Result()
             case decision.RunOnWinner():
                 return await self._run_on_winner(step, work)
             case decision.Nominate():
@@ -356,15 +369,50 @@ class WorkloadReconciler:
                 return Result()  # the owner's release brings this Workload back
             case copies.Foreign(message=message):
                 raise copies.OwnershipConflict(message)
-            case copies.Absent() | copies.NoStatus() | copies.InSync() as seen:
+            case copies.Stale(message=message):
+                await self._tell_problem(work, message)
+                return Result(requeue_after=STALE_RECHECK)
+            case copies.Absent() | copies.Unlisted():
+                # Not cached (its cache may still be listing after a failover, a reload or a reconnect, or its watch
+                # lag): read live, as Kueue reads the remote job. Gone there, the final status cannot come.
+                if await copies.look_up(worker, work.adapter.gvk, work.obj_key) is not None:
+                    return Result(requeue_after=0.0)  # kept as cached: mirrored by the next pass, then finished
+                message = copies.gone_message(work.adapter.gvk.kind, work.obj_key, step.cluster)
+                await self._finish(work.workload, step.reason, f"{step.message} ({message})")
+                await self._tell_lost(work, message)
+                return Result()
+            case copies.NoStatus() | copies.InSync() as seen:
                 # A cached copy the kind's ``finished`` predicate holds on has its final status: no read needed (a
                 # read per run would wait on a hung worker).
-                cached = None if isinstance(seen, copies.Absent | copies.Finished) else seen.worker_obj
+                cached = None if isinstance(seen, copies.Finished) else seen.worker_obj
                 if cached is not None and not await copies.caught_up(worker, work.adapter, cached):
                     return Result(requeue_after=0.0)  # newer than its cache: mirrored by the next pass, then finished
                 await self._finish(work.workload, step.reason, step.message)  # the final status is on the manager
                 return Result()
         return Result(requeue_after=0.0)  # adopted by this pass: mirrored by the next one, then finished
+
+    async def _lost_on_worker(self, work: _Pass, message: str) -> None:
+        """The run's object ran on its worker and was deleted there: never run again. The Workload finishes as the
+        manager object's mirrored status says when the kind's ``finished`` predicate holds on it (the final status
+        came before the deletion), else as Failed, said on the Workload and the object."""
+        done = work.adapter.finished(work.obj)
+        if done is not None:
+            await self._finish(work.workload, done[0], done[1])
+            return
+        log.warning("run deleted on its worker before its final status came", workload=str(work.key), message=message)
+        await self._finish(work.workload, "Failed", message)
+        await self._tell_lost(work, message)
+
+    async def _tell_lost(self, work: _Pass, message: str) -> None:
+        await self._event(work.workload, "Warning", message)
+        await self._object_event(work.adapter, work.obj, "Warning", message, reason="FinalStatusLost")
+
+    async def _tell_problem(self, work: _Pass, message: str) -> None:
+        """Why the run cannot go on now, on the check's message (its state unchanged) and, when that changes, in
+        Events on the Workload and the object."""
+        if await self._set_check_message(work.workload, work.check, DISPATCH_PROBLEM + message):
+            await self._event(work.workload, "Warning", message)
+            await self._object_event(work.adapter, work.obj, "Warning", message, reason="StaleCopy")
 
     async def _bring_copy_in_line(self, cluster: str, work: _Pass, *, priority_only: bool) -> None:
         """A priority change is carried over to the copy in place; anything else replaces the copy."""
@@ -375,6 +423,11 @@ class WorkloadReconciler:
             log.info("priority carried to worker", cluster=cluster, workload=str(work.key))
         else:
             log.info("worker copy out of date, replacing it", cluster=cluster, workload=str(work.key))
+            recorded = (work.workload.get("status") or {}).get("clusterName")
+            if cluster == recorded and work.state.get("state") == wl.READY:
+                # The run's own copies are removed by this dispatcher: reset for re-admission first (as Kueue does
+                # once they are gone), so their absence is never read as a deletion by someone else.
+                await self._set_check(work.workload, work.check, wl.RETRY, REPLACED)
             await self._remove_from_worker(cluster, work.adapter, work.obj_key, work.key)
 
     async def _run_on_winner(self, step: decision.RunOnWinner, work: _Pass) -> Result:
@@ -403,8 +456,14 @@ class WorkloadReconciler:
             await self._report(workload, work.check, work.adapter, work.obj, {winner: e})
             raise
         match out:
-            case copies.CreateRefused(error=error):  # answered with a refusal: the run is certainly not there
+            case copies.CreateRefused(error=error):  # answered with a refusal, and not there: certainly not run
                 await self._refused_on_winner(workload, work, winner, error)
+                return Result()
+            case copies.Stale(message=message):  # an earlier same-named run's copy: deleted, waited for
+                await self._tell_problem(replace(work, workload=workload), message)
+                return Result(requeue_after=STALE_RECHECK)
+            case copies.Gone(message=message):  # ran there, deleted there: never created again
+                await self._lost_on_worker(replace(work, workload=workload), message)
                 return Result()
             case copies.Foreign(message=message):
                 conflict = copies.OwnershipConflict(message)
@@ -633,10 +692,13 @@ class WorkloadReconciler:
         """The object's copy on ``worker`` brought in line (``copies.sync``), and what that found told where Kueue's
         users look: the Workload and the object. A status the manager refuses is told on the Workload and raised."""
         manager = Objects(self.api, await self._manager_resource(adapter.gvk))
+        # Proof the object was there, for not making it again: its Workload copy there adopted by it (a status on
+        # the manager object may come from an earlier Workload of the same name, re-created after an eviction).
+        ran_there = wl.adopted_by(worker.workload(ObjectKey.of(workload)), adapter.gvk.kind, obj["metadata"]["name"])
         try:
             out = await copies.sync(worker, adapter, obj, want=want, origin=self.origin, manager=manager,
                                     mirror=self.mirror, workload_name=workload["metadata"]["name"],
-                                    no_status_in_sync=True)  # fmt: skip
+                                    ran_there=ran_there, no_status_in_sync=True)  # fmt: skip
         except StatusRejected as e:
             await self._event(workload, "Warning", str(e))  # never dropped silently; retried with backoff
             raise
@@ -690,7 +752,7 @@ class WorkloadReconciler:
         worker = self.connections().get(cluster)
         if worker is None:
             return
-        await copies.delete(worker, adapter.gvk, obj_key)
+        await copies.delete(worker, adapter.gvk, obj_key, copies.Run(workload=key.name))  # this run's, no other's
         await self._remove_workload_copy(cluster, key)
 
     async def _remove_workload_copy(self, cluster: str, key: ObjectKey) -> None:
@@ -827,6 +889,18 @@ class WorkloadReconciler:
 def admitted_message(cluster: str) -> str:
     """The check's message while the run is on its worker, as Kueue writes it."""
     return f'The workload was admitted on "{cluster}"'
+
+
+def _ran_there(workload: Object, adapter: GenericAdapter, obj: Object, present: dict[str, Object]) -> bool:
+    """Whether the run's object is known to have been on its recorded worker: that worker's Workload copy was
+    adopted by it, or its status was mirrored to the manager object while the Workload was never evicted (so that
+    status came from that worker). Such a run missing there was deleted there: it is never created again."""
+    recorded = (workload.get("status") or {}).get("clusterName")
+    if not recorded:
+        return False
+    if wl.adopted_by(present.get(recorded), adapter.gvk.kind, obj["metadata"]["name"]):
+        return True
+    return copies.has_mirrored_status(obj) and not wl.evicted_before(workload)
 
 
 def _with_check(workload: Object, entry: Object) -> list[Object]:

@@ -198,3 +198,20 @@ def retention_left(finished_at: str | None, retention: float | None, now: dateti
     except ValueError:
         return 0.0
     return max(0.0, retention - (now - at).total_seconds())
+
+
+def evicted_before(workload: Object) -> bool:
+    """Whether the manager's Workload was evicted (or requeued) at least once: the status on its object may then have
+    come from a worker other than the one now recorded."""
+    status = workload.get("status") or {}
+    return bool((status.get("schedulingStats") or {}).get("evictions") or status.get("requeueState"))
+
+
+def adopted_by(worker_wl: Object | None, kind: str, name: str) -> bool:
+    """Whether a worker's Workload copy is owned by the object ``kind``/``name`` there (the worker's integration
+    adopts the prebuilt Workload when the object is created): proof that the object was there."""
+    meta = (worker_wl or {}).get("metadata") or {}
+    if meta.get("deletionTimestamp"):
+        return False  # going (removed by this dispatcher, or with its object): proves nothing of this attempt
+    refs = meta.get("ownerReferences") or []
+    return any(ref.get("kind") == kind and ref.get("name") == name for ref in refs)

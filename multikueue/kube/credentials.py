@@ -13,6 +13,7 @@ import datetime
 import functools
 import json
 import os
+import re
 import ssl
 import tempfile
 import time
@@ -48,6 +49,13 @@ def _load_chain(context: ssl.SSLContext, certificate: bytes, key: bytes, temp_di
         context.load_cert_chain(str(cert), str(key_file))
 
 
+def ssl_reason(error: ssl.SSLError) -> str:
+    """The SSL error's own words, without OpenSSL's source position (``reason`` is None for some, such as CA data
+    that holds no certificate)."""
+    text = error.reason or error.strerror or str(error)
+    return re.sub(r"\s*\(_ssl\.c:\d+\)$", "", str(text))
+
+
 def ssl_context(access: ClusterAccess, certificate: bytes | None, key: bytes | None, temp_dir: Path | None = None
                 ) -> ssl.SSLContext | None:  # fmt: skip
     """The TLS context for ``access`` (``None`` for plain HTTP). Only the given CA is trusted when there is one: the
@@ -62,7 +70,8 @@ def ssl_context(access: ClusterAccess, certificate: bytes | None, key: bytes | N
         if certificate and key:
             _load_chain(context, certificate, key, temp_dir)
     except ssl.SSLError as e:
-        raise KubeconfigError(f"kubeconfig: the certificates of {access.server} cannot be used: {e.reason}") from None
+        reason = ssl_reason(e)
+        raise KubeconfigError(f"kubeconfig: the certificates of {access.server} cannot be used: {reason}") from None
     return context
 
 

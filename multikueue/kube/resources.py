@@ -56,10 +56,14 @@ class Objects:
         result: Object = await self.api.request("POST", self.path(self._in(namespace)), body=body)
         return result
 
-    async def delete(self, name: str, namespace: str | None = None, *, propagation: str = "Background") -> bool:
+    async def delete(
+        self, name: str, namespace: str | None = None, *, propagation: str = "Background", uid: str | None = None
+    ) -> bool:
+        """``uid``: delete only the object of that UID (a precondition: another one of that name is a 409)."""
+        body = {"kind": "DeleteOptions", "apiVersion": "v1", "preconditions": {"uid": uid}} if uid else None
         try:
             path = self.path(self._in(namespace), name)
-            await self.api.request("DELETE", path, query={"propagationPolicy": propagation})
+            await self.api.request("DELETE", path, query={"propagationPolicy": propagation}, body=body)
         except NotFound:
             return False
         return True

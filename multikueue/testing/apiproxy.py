@@ -6,8 +6,11 @@ proxy speaks to the API server as the bed's admin. Everything passes through, wa
 until ``withhold`` arms it: from the next matching request on, nothing more reaches the caller (not even the watch
 event of that write); the request is forwarded and answered by the server, the answer kept back (the caller's request
 times out), and ``on_withheld`` runs (a test pauses the server there, so the worker then answers nothing at all).
-``release`` ends the held request without an answer and lets the held streams go on. ``cut`` closes the connections
-of the answers being streamed (watches) mid-body, as a server that crashed or a network that dropped them.
+``release`` ends the held request without an answer and lets the held streams go on. ``lose_answer`` ends it
+without an answer too but keeps the watches held, while other requests pass again: a retry then meets the state the
+lost write left, before the caller's caches can see it. ``hold`` keeps back matching requests (a kind's list, say)
+until ``release``. ``cut`` closes the connections of the answers being streamed (watches) mid-body, as a server that
+crashed or a network that dropped them.
 """
 
 from __future__ import annotations
@@ -48,10 +51,14 @@ class ApiProxy:
         self.cluster = cluster
         self.on_withheld = on_withheld
         self.withheld: list[Withheld] = []
+        self.writes: list[Withheld] = []  # every request but a GET, with the server's answer's status
         self.answered = anyio.Event()  # a withheld request was answered by the server, and ``on_withheld`` ran
         self._armed: tuple[str, str] | None = None
-        self._frozen = False  # answers held until ``release``
-        self._released = anyio.Event()
+        self._frozen = False  # answers held until ``release`` (or ``lose_answer``)
+        self._watches_frozen = False  # watch streams held until ``release``
+        self._released = anyio.Event()  # everything goes on
+        self._answers_go = anyio.Event()  # the withheld request ends, other answers go on
+        self._held: tuple[str, str] | None = None  # requests kept back until ``release``
         self._streaming: set[asyncio.BaseTransport] = set()  # the callers' connections of answers under way
         self._ca = CertificateAuthority("multikueue-test-proxy-ca")
         self._dir = tempfile.TemporaryDirectory(prefix="multikueue-proxy-")
@@ -72,9 +79,23 @@ class ApiProxy:
         """Keep back the answer of the next ``method`` request whose path ends with ``path_suffix``."""
         self._armed = (method, path_suffix)
 
+    def hold(self, method: str, path_suffix: str) -> None:
+        """Keep back every ``method`` request whose path ends with ``path_suffix`` (a list's query string aside)
+        until ``release``: forwarded only then."""
+        self._held = (method, path_suffix)
+
+    def lose_answer(self) -> None:
+        """End the withheld request with no answer; other requests are answered again, the watches stay held (what
+        the lost write changed is not seen by the caller's caches) until ``release``."""
+        self._frozen = False
+        self._answers_go.set()
+
     def release(self) -> None:
         """End the held requests (their callers get no answer: the connection is closed); held streams go on."""
         self._frozen = False
+        self._watches_frozen = False
+        self._held = None
+        self._answers_go.set()
         self._released.set()
 
     def cut(self) -> int:
@@ -121,8 +142,14 @@ class ApiProxy:
         url = self.cluster.url + request.path_qs
         withhold = self._matches(request)
         if withhold:  # from here on nothing reaches the caller, not even the watch event of this very write
-            self._frozen = True
+            self._frozen = self._watches_frozen = True
+        watch = request.query.get("watch") in ("true", "1")
+        held = self._held
+        if held is not None and not watch and request.method == held[0] and request.path.endswith(held[1]):
+            await self._released.wait()
         async with self._session.request(request.method, url, data=body or None, headers=headers) as upstream:
+            if request.method != "GET":
+                self.writes.append(Withheld(request.method, request.path, upstream.status))
             if withhold:
                 return await self._withhold(request, upstream)
             response = web.StreamResponse(status=upstream.status, reason=upstream.reason)
@@ -136,6 +163,8 @@ class ApiProxy:
             try:
                 async for chunk in upstream.content.iter_any():
                     if self._frozen:
+                        await self._answers_go.wait()
+                    if watch and self._watches_frozen:
                         await self._released.wait()
                     await response.write(chunk)
                 await response.write_eof()
@@ -158,7 +187,7 @@ class ApiProxy:
         if self.on_withheld is not None:
             await self.on_withheld()
         self.answered.set()
-        await self._released.wait()
+        await self._answers_go.wait()
         assert request.transport is not None
         request.transport.close()  # no answer at all, as from a server that stopped
         return web.Response(status=504)

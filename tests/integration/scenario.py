@@ -147,6 +147,12 @@ def multikueue_config() -> str:
 
 
 @pytest.fixture
+def worker_kubeconfigs() -> dict[str, Any]:
+    """A worker's kubeconfig other than the bed's own (one through ``testing.apiproxy``); a test overrides it."""
+    return {}
+
+
+@pytest.fixture
 def worker_sources() -> dict[str, Any]:
     """A worker's ``clusterSource`` other than its kubeconfig Secret; a test overrides it (a ClusterProfile)."""
     return {}
@@ -156,6 +162,7 @@ def worker_sources() -> dict[str, Any]:
 async def scenario(
     multikueue_config: str,
     worker_sources: dict[str, Any],
+    worker_kubeconfigs: dict[str, Any],
     testbed: TestBed,
     namespace: str,
     manager_api: ApiClient,
@@ -169,7 +176,7 @@ async def scenario(
         namespace=namespace,
         prefix=namespace,
         controller_name=CONTROLLER,
-        workers={w: testbed.cluster(w).kubeconfig for w in ("worker1", "worker2")},
+        workers={w: worker_kubeconfigs.get(w) or testbed.cluster(w).kubeconfig for w in ("worker1", "worker2")},
         sources=worker_sources,
     )
     document = yaml.safe_load(multikueue_config)

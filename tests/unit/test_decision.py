@@ -116,6 +116,22 @@ CASES: list[tuple[str, d.Group, d.Step]] = [
         group(workload(RESERVED, nominated=["w1", "w2"]), {"w1": copy_(cond("Evicted")), "w2": copy_()}),
         d.Nominate(("w1", "w2"), False, (), (), ()),
     ),
+    (
+        "a loser's copy evicted (preempted there before its deletion went through): the winner's run goes on",
+        group(
+            workload(RESERVED, state="Ready", cluster="w1"),
+            {"w1": copy_(cond("Admitted")), "w2": copy_(cond("Evicted"))},
+        ),
+        d.RunOnWinner("w1", ("w2",), deactivate=False),
+    ),
+    (
+        "a loser's copy finished: it says nothing of the run on the winner",
+        group(
+            workload(RESERVED, state="Ready", cluster="w1"),
+            {"w1": copy_(cond("Admitted")), "w2": copy_(cond("Finished", reason="Succeeded"))},
+        ),
+        d.RunOnWinner("w1", ("w2",), deactivate=False),
+    ),
     # 4. A copy whose spec no longer matches.
     (
         "a priority change",
@@ -154,6 +170,26 @@ CASES: list[tuple[str, d.Group, d.Step]] = [
         d.Nominate(("w1", "w2"), False, (), (), ()),
     ),
     # 5. The first worker to admit it wins.
+    (
+        "Ready, its copies gone on its worker after the run ran there: not run again",
+        group(workload(RESERVED, state="Ready", cluster="w1"), {}, holding={"w1": False}, ran_there=True),
+        d.LostOnWorker("w1"),
+    ),
+    (
+        "Ready, its Workload copy gone, its object's cache not listed yet: it may be there",
+        group(workload(RESERVED, state="Ready", cluster="w1"), {}, holding={"w1": None}, ran_there=True),
+        d.Wait(d.HOLDING_UNKNOWN_RECHECK),
+    ),
+    (
+        "Ready, its Workload copy gone, its object still there: re-admitted, as Kueue does",
+        group(workload(RESERVED, state="Ready", cluster="w1"), {}, holding={"w1": True}, ran_there=True),
+        d.RetryAdmission("Admitting remote no longer exists"),
+    ),
+    (
+        "Ready on a worker whose connection was dropped: lost since the drop",
+        group(workload(RESERVED, state="Ready", cluster="w1"), {}, connected=("w2",), lost_since={"w1": 90.0}),
+        d.RetryAdmission("Admitting remote lost"),
+    ),
     (
         "admitted on w2: w1's copy goes",
         group(workload(RESERVED), {"w1": copy_(), "w2": copy_(cond("Admitted"))}),
