@@ -18,6 +18,7 @@ import structlog
 
 from multikueue import owners
 from multikueue.clusters.admissioncheck import AdmissionCheckReconciler
+from multikueue.clusters.outages import WorkerOutages
 from multikueue.clusters.queues import WorkerQueues
 from multikueue.clusters.reconciler import ClusterReconciler
 from multikueue.clusters.worker import Worker
@@ -111,6 +112,7 @@ class ManagerGeneration:
         metrics: Metrics,
         temp_dir: Path | None,
         warn: Warn,
+        outages: WorkerOutages | None = None,
     ) -> None:
         self.api, self.config, self.metrics, self.warn = api, config, metrics, warn
         self.task_group = task_group
@@ -154,7 +156,7 @@ class ManagerGeneration:
         )
         self.cluster_reconciler = ClusterReconciler(
             config, Objects(api, MULTIKUEUE_CLUSTERS), clusters, secrets, task_group, temp_dir=temp_dir,
-            metrics=metrics, profiles=profiles,
+            metrics=metrics, profiles=profiles, outages=outages,
         )  # fmt: skip
         self.worker_queues = WorkerQueues(self._connections)
         self.workload_reconciler = WorkloadReconciler(
@@ -348,6 +350,7 @@ async def serve_manager(
     metrics: Metrics,
     temp_dir: Path | None,
     warn: Warn,
+    outages: WorkerOutages | None = None,
     task_status: anyio.abc.TaskStatus[ManagerGeneration] = anyio.TASK_STATUS_IGNORED,
 ) -> None:
     """Build and run one manager generation until cancelled; ``task_status`` gets it once it runs."""
@@ -355,7 +358,8 @@ async def serve_manager(
     generation: ManagerGeneration | None = None
     try:
         async with anyio.create_task_group() as tg:
-            generation = ManagerGeneration(api, config, served, tg, metrics=metrics, temp_dir=temp_dir, warn=warn)
+            generation = ManagerGeneration(api, config, served, tg, metrics=metrics, temp_dir=temp_dir, warn=warn,
+                                           outages=outages)  # fmt: skip
             await generation.start(missing)
             task_status.started(generation)
             await anyio.sleep_forever()

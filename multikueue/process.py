@@ -13,6 +13,7 @@ import anyio
 import anyio.abc
 import structlog
 
+from multikueue.clusters.outages import WorkerOutages
 from multikueue.config import Configuration
 from multikueue.endpoints import Endpoints, Serving, ServingError
 from multikueue.generation import Generation, ManagerGeneration, serve_manager, serve_worker
@@ -98,6 +99,7 @@ class Process:
         self.draining = False  # told to stop: unready, yet still answering the webhook (multikueue/shutdown.py)
         self.started = anyio.Event()  # the first generation runs (readiness; kept across reloads)
         self._generation: Generation | None = None
+        self.outages = WorkerOutages()  # the worker-lost clocks, kept across the generations a reload replaces
 
     @property
     def generation(self) -> ManagerGeneration:
@@ -146,7 +148,7 @@ class Process:
             await serve_worker(self.api, config, metrics=self.metrics, task_status=task_status)
         else:
             await serve_manager(self.api, config, metrics=self.metrics, temp_dir=self.temp_dir, warn=self._warn,
-                                task_status=task_status)  # fmt: skip
+                                outages=self.outages, task_status=task_status)  # fmt: skip
 
     async def _next_config(self) -> Configuration:
         """The next valid configuration, different from the one in force; never, without a ConfigMap to watch."""

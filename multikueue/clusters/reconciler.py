@@ -22,6 +22,7 @@ from multikueue.clusters.connections import (
     fingerprint,
     retry_after,
 )
+from multikueue.clusters.outages import WorkerOutages
 from multikueue.clusters.profiles import BAD_CLUSTER_PROFILE, kubeconfig_from_profile, profile_name
 from multikueue.clusters.renewer import TokenRenewer
 from multikueue.clusters.signals import WorkerSignals
@@ -88,6 +89,7 @@ class ClusterReconciler:
         temp_dir: Path | None = None,
         metrics: Metrics | None = None,
         profiles: Informer | None = None,
+        outages: WorkerOutages | None = None,
     ) -> None:
         assert manager.resource == MULTIKUEUE_CLUSTERS
         self.config = config
@@ -103,10 +105,8 @@ class ClusterReconciler:
         self.metrics = metrics
         self.connections: dict[str, WorkerConnection] = {}
         self.tried: set[str] = set()  # clusters a pass has looked at (and so tried to connect to) in this process
-        # Since when each worker without a usable connection has been so (dropped: its MultiKueueCluster deleted,
-        # its kubeconfig unusable); forgotten once it connects. The worker-lost clock of the runs recorded there.
-        self.dropped: dict[str, float] = {}
-        self.started_at = time.monotonic()
+        # Since when each worker without a usable connection has been so: the process's, kept across reloads.
+        self.outages = outages if outages is not None else WorkerOutages()
         # Kubeconfigs refused for leading to another cluster: (current, refused fingerprint, recorded identity) and why
         self.refused: dict[str, tuple[tuple[str, str, str | None], tuple[str, str]]] = {}
         dispatcher = config.dispatcher
@@ -148,7 +148,7 @@ class ClusterReconciler:
         state = (connection.connected if connection else False, frozenset(connection.resources if connection else ()),
                  self.settled(name))  # fmt: skip
         if state[0]:
-            self.dropped.pop(name, None)
+            self.outages.connected(name)
         if self._was.get(name) != state:
             self._was[name] = state
             self.signals.changed.emit(name)
@@ -160,8 +160,8 @@ class ClusterReconciler:
         connection = self.connections.get(name)
         if connection is not None and connection.connected:
             return None
-        since = [t for t in (self.dropped.get(name), connection.disconnected_since if connection else None) if t]
-        return min(since, default=self.started_at)
+        since = [t for t in (self.outages.since(name), connection.disconnected_since if connection else None) if t]
+        return min(since, default=self.outages.started_at)
 
     def settled(self, name: str) -> bool:
         """Whether the cluster's state is known: it was tried (connected or not), or there is no such cluster. A
@@ -386,8 +386,7 @@ class ClusterReconciler:
         connection = self.connections.pop(name, None)
         if connection is not None:
             # The outage of the runs recorded there starts now (or earlier, if it was already down).
-            since = connection.disconnected_since if not connection.connected else None
-            self.dropped[name] = min(t for t in (since, self.dropped.get(name), time.monotonic()) if t is not None)
+            self.outages.dropped(name, connection.disconnected_since if not connection.connected else None)
             await connection.close()
             self._connection_changed(name)
 

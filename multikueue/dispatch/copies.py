@@ -6,6 +6,7 @@ answer (``WorkerWriteFailed``)."""
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -87,6 +88,7 @@ class Stale:
     obj: Object
     worker_obj: Object
     message: str
+    going_for: float = 0.0  # seconds since its deletion began (a finalizer that never lets go: the run moves on)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -308,7 +310,20 @@ async def _stale(worker: Worker, adapter: GenericAdapter, obj: Object, worker_ob
                f"(manager UID {uid}, not {obj['metadata'].get('uid')}): it is being deleted{then}; this run is "
                "created there once it is gone")  # fmt: skip
     log.info("stale copy on worker", cluster=worker.name, kind=adapter.gvk.kind, object=str(key), manager_uid=uid)
-    return Stale(obj=obj, worker_obj=worker_obj, message=message)
+    return Stale(
+        obj=obj, worker_obj=worker_obj, message=message, going_for=_seconds_since(meta.get("deletionTimestamp"))
+    )
+
+
+def _seconds_since(timestamp: str | None) -> float:
+    """Seconds since an RFC 3339 time the worker wrote (0 when none, or unreadable)."""
+    if not timestamp:
+        return 0.0
+    try:
+        then = datetime.datetime.fromisoformat(timestamp.replace("Z", "+00:00"))
+    except ValueError:
+        return 0.0
+    return max(0.0, (datetime.datetime.now(datetime.UTC) - then).total_seconds())
 
 
 async def create(worker: Worker, gvk: GroupVersionKind, body: Object) -> tuple[bool, Object | None]:

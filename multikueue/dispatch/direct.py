@@ -314,7 +314,11 @@ class DirectReconciler:
             case copies.Foreign(message=message):
                 await self._tell(gvk, obj, "False", "Conflict", message, event_type="Warning")
                 raise copies.OwnershipConflict(message)
-            case copies.Stale(message=message):  # an earlier same-named run's copy: deleted, waited for
+            case copies.Stale(message=message, going_for=going):  # an earlier same-named run's copy: waited for
+                timeout = self.config.multi_kueue.worker_lost_timeout
+                if going > timeout:  # never let go: this run is certainly not there, so it moves (either policy)
+                    why = f"still holds an earlier run's copy of that name after workerLostTimeout ({timeout:g}s)"
+                    return await self._move_away(gvk, obj, worker.name, why)
                 await self._tell(gvk, obj, "Unknown", STALE_COPY, message, event_type="Warning")
                 return Result(requeue_after=STALE_RECHECK)
             case copies.Gone(message=message):  # ran there, deleted there: never created again

@@ -459,7 +459,12 @@ class WorkloadReconciler:
             case copies.CreateRefused(error=error):  # answered with a refusal, and not there: certainly not run
                 await self._refused_on_winner(workload, work, winner, error)
                 return Result()
-            case copies.Stale(message=message):  # an earlier same-named run's copy: deleted, waited for
+            case copies.Stale(message=message, going_for=going):  # an earlier same-named run's copy: waited for
+                timeout = self.config.multi_kueue.worker_lost_timeout
+                if going > timeout:  # a finalizer that does not let go: this run is certainly not there, so it moves
+                    stuck = copies.OwnershipConflict(f"{message}; still there after workerLostTimeout ({timeout:g}s)")
+                    await self._refused_on_winner(workload, work, winner, stuck)
+                    return Result()
                 await self._tell_problem(replace(work, workload=workload), message)
                 return Result(requeue_after=STALE_RECHECK)
             case copies.Gone(message=message):  # ran there, deleted there: never created again

@@ -38,6 +38,7 @@ from tests.integration.test_direct import direct, notes, placed, placement_condi
 
 FINALIZER = "results.tekton.dev/pipelinerun"  # Tekton Results holds a finished run this way until it is stored
 SELECTOR = "multikueue.x-k8s.io/worker-selector"
+AVOID = "multikueue.x-k8s.io/avoid"
 SECRETS = Resource("", "v1", "secrets", "Secret")
 QUOTAS = Resource("", "v1", "resourcequotas", "ResourceQuota")
 UNUSED_GC = "multiKueue: {gcInterval: 10m, workerLostTimeout: 10s}"  # the collector never runs during the test
@@ -139,23 +140,32 @@ async def ends_with_its_own_result(s: Scenario, wl_name: str) -> None:
     assert run["status"]["conditions"][0]["message"] == "the second run", run["status"]
 
 
-async def test_kueue_a_same_named_run_waits_for_the_earlier_copy_its_finalizer_holds(scenario: Scenario) -> None:
-    """The earlier `build` ran on worker1 and Tekton Results' finalizer holds its copy there after the user deleted
-    it; a new `build` is admitted on worker1. The earlier copy is never taken for the new run's: the check says why
-    the run waits, the manager object never shows the earlier result, and once the finalizer is lifted the new run
-    is created there and ends with its own result."""
-    s = scenario
+async def earlier_copy_held(s: Scenario) -> tuple[Any, str]:
+    """The earlier `build` ran on worker1, the user deleted it, and Tekton Results' finalizer holds its copy there;
+    a new `build` is admitted on worker1 (the new run and its Workload's name)."""
     _, wl1 = await running_on(s, "build", "worker1")
     await s.runs("worker1").patch("build", {"metadata": {"finalizers": [FINALIZER]}}, s.namespace)
-    try:
-        await s.runs("worker1").patch_status("build", {"status": final_status("build", "the first run")}, s.namespace)
-        await forget_on_manager(s, "build", wl1)
-        await s.wait(s.runs("worker1"), "build", lambda r: bool(r["metadata"].get("deletionTimestamp")),
-                     "the earlier copy deleted, held by its finalizer")  # fmt: skip
+    await s.runs("worker1").patch_status("build", {"status": final_status("build", "the first run")}, s.namespace)
+    await forget_on_manager(s, "build", wl1)
+    await s.wait(s.runs("worker1"), "build", lambda r: bool(r["metadata"].get("deletionTimestamp")),
+                 "the earlier copy deleted, held by its finalizer")  # fmt: skip
+    second, wl2 = await submit(s, "build")
+    await s.copied(wl2)
+    await kueue.admit(s.api["worker1"], wl2, s.namespace)
+    return second, wl2
 
-        second, wl2 = await submit(s, "build")
-        await s.copied(wl2)
-        await kueue.admit(s.api["worker1"], wl2, s.namespace)
+
+LONG_LOST = "multiKueue: {gcInterval: 2s, workerLostTimeout: 5m}"  # a held copy is waited for all through the test
+
+
+@pytest.mark.parametrize("multikueue_config", [LONG_LOST])
+async def test_kueue_a_same_named_run_waits_for_the_earlier_copy_its_finalizer_holds(scenario: Scenario) -> None:
+    """The earlier copy, held by a finalizer, is never taken for the new run's: the check says why the run waits,
+    the manager object never shows the earlier result, and once the finalizer is lifted the new run is created
+    there and ends with its own result."""
+    s = scenario
+    try:
+        second, wl2 = await earlier_copy_held(s)
         await s.check_state(wl2, state="Ready", message="Cannot dispatch: PipelineRun")
         workload = await s.get(s.workloads("manager"), wl2)
         assert "earlier run of that name" in check(s, workload)["message"]
@@ -172,6 +182,19 @@ async def test_kueue_a_same_named_run_waits_for_the_earlier_copy_its_finalizer_h
     assert "status" not in mine
     await ends_with_its_own_result(s, wl2)
     await s.check_state(wl2, state="Ready", message='The workload was admitted on "')
+
+
+async def test_kueue_an_earlier_copy_whose_finalizer_never_lets_go_sends_the_run_elsewhere(scenario: Scenario) -> None:
+    """The finalizer is never lifted: past workerLostTimeout (10 s) the check resets for re-admission, saying why;
+    the run was certainly never on worker1 (it holds another run's copy), so nothing runs twice."""
+    s = scenario
+    try:
+        _, wl2 = await earlier_copy_held(s)
+        workload = await s.check_state(wl2, state="Retry", message="Cannot dispatch: PipelineRun")
+        assert "after workerLostTimeout (10s)" in check(s, workload)["message"], check(s, workload)
+        assert "earlier run of that name" in check(s, workload)["message"]
+    finally:
+        await lift_finalizer(s, "worker1", "build")
 
 
 @pytest.mark.parametrize("multikueue_config", [UNUSED_GC])
@@ -206,6 +229,25 @@ async def test_kueue_a_same_named_run_on_a_worker_unreachable_when_the_earlier_w
 
 
 @pytest.mark.parametrize("multikueue_config", [direct()])
+async def test_direct_an_earlier_copy_whose_finalizer_never_lets_go_sends_the_run_elsewhere(scenario: Scenario) -> None:
+    """Direct mode, workerLostTimeout 5 s: the new run, pinned to worker1, is moved away from it (even under either
+    policy: it never ran there) and waits for a worker its selector allows."""
+    s = scenario
+    body = await on_worker1(s, "build")
+    await s.runs("worker1").patch("build", {"metadata": {"finalizers": [FINALIZER]}}, s.namespace)
+    try:
+        await s.runs("manager").delete("build", s.namespace)
+        await s.wait(s.runs("worker1"), "build", lambda r: bool(r["metadata"].get("deletionTimestamp")),
+                     "the earlier copy deleted, held by its finalizer")  # fmt: skip
+        await s.runs("manager").create(body, s.namespace)
+        moved = await s.wait(s.runs("manager"), "build", lambda r: "still holds an earlier" in notes(r).get(AVOID, ""),
+                             "moved away from worker1")  # fmt: skip
+        assert s.names["worker1"] in notes(moved)[AVOID]
+    finally:
+        await lift_finalizer(s, "worker1", "build")
+
+
+@pytest.mark.parametrize("multikueue_config", [direct(lost_timeout="5m")])
 async def test_direct_a_same_named_run_waits_for_the_earlier_copy_its_finalizer_holds(scenario: Scenario) -> None:
     """Direct mode: both runs placed on worker1 (their worker selector); the earlier copy, held by a finalizer, is
     neither mirrored nor kept by the collector as the new run's; the placement condition says why the run waits."""
@@ -381,7 +423,7 @@ async def test_direct_at_most_once_a_create_refused_on_its_retry_after_a_lost_an
     done = await s.wait(s.runs("manager"), "quota", lambda r: notes(r).get("multikueue.x-k8s.io/phase") == "Finished",
                         "the run finished on worker1")  # fmt: skip
     assert notes(done)["multikueue.x-k8s.io/worker"] == s.names["worker1"]
-    assert "multikueue.x-k8s.io/avoid" not in notes(done), notes(done)
+    assert AVOID not in notes(done), notes(done)
     assert await s.runs("worker2").get("quota", s.namespace) is None, "a second copy was started"
 
 
@@ -431,7 +473,7 @@ async def test_direct_a_worker_whose_connection_is_dropped_is_waited_for_the_tim
     waiting = await s.wait(s.runs("manager"), "dropped", lambda r: (placement_condition(r) or {}).get("reason") in told,
                            "the placement after worker1's connection was dropped")  # fmt: skip
     assert placement_condition(waiting)["reason"] == "WorkerUnreachable", placement_condition(waiting)
-    await s.wait(s.runs("manager"), "dropped", lambda r: "worker1" in notes(r).get("multikueue.x-k8s.io/avoid", ""),
+    await s.wait(s.runs("manager"), "dropped", lambda r: "worker1" in notes(r).get(AVOID, ""),
                  "placed elsewhere after the timeout")  # fmt: skip
 
 

@@ -86,3 +86,21 @@ def test_ca_data_that_is_not_a_certificate_is_said_in_the_ssl_errors_own_words()
     assert "cadata does not contain a certificate" in reason
     assert "_ssl.c" not in reason
     assert reason != "None"
+
+
+def test_a_workers_outage_clock_outlives_a_reload_and_ends_when_it_connects() -> None:
+    from multikueue.clusters.outages import WorkerOutages
+
+    now = [100.0]
+    outages = WorkerOutages(clock=lambda: now[0])
+    assert outages.started_at == 100.0
+    assert outages.since("w1") is None
+    now[0] = 150.0
+    outages.dropped("w1", since=120.0)  # it was already down: the outage began then
+    now[0] = 200.0
+    outages.dropped("w1")  # a reload drops it again: the clock does not start again
+    assert outages.since("w1") == 120.0
+    outages.connected("w1")
+    assert outages.since("w1") is None
+    outages.dropped("w2")
+    assert outages.since("w2") == 200.0
