@@ -19,21 +19,19 @@ import structlog
 from multikueue.clusters.signals import WorkerSignals
 from multikueue.clusters.worker import Worker
 from multikueue.config import Configuration
-from multikueue.dispatch import copies, decision
+from multikueue.dispatch import copies, decision, workload_copies
 from multikueue.dispatch import workload_state as wl
 from multikueue.dispatch.adapter import GenericAdapter
+from multikueue.dispatch.check_status import CheckStatus, admitted_message, cluster_queue
 from multikueue.dispatch.copies import Want
 from multikueue.dispatch.mirror import StatusMirror, StatusRejected, pruned_message
+from multikueue.dispatch.news import WorkerNews
 from multikueue.dispatch.placement import NO_WORKER_MATCHES, WORKER_SELECTOR_ANNOTATION, Selection, selection
 from multikueue.dispatch.writes import WorkerWriteFailed, WorkerWrites, Write
-from multikueue.kube import events
-from multikueue.kube.addresses import WORKLOADS, GroupVersionKind, Resource
+from multikueue.kube.addresses import GroupVersionKind, Resource
 from multikueue.kube.client import ApiClient
-from multikueue.kube.conditions import now_rfc3339, set_condition
 from multikueue.kube.discovery import KindUnavailable, discover_resource
-from multikueue.kube.errors import Conflict
 from multikueue.kube.resources import Objects
-from multikueue.labels import prebuilt_workload_of
 from multikueue.metrics import Metrics
 from multikueue.owners import BY_OWNER_UID
 from multikueue.runtime.controller import Result
@@ -43,9 +41,6 @@ from multikueue.runtime.watches import Change, KindChange, Watch
 
 log = structlog.get_logger(__name__)
 Object = dict[str, Any]
-EVENT_REASON = "MultiKueue"
-MESSAGE_LIMIT = 32768
-NEWS_BURST, NEWS_WINDOW = 5, 60.0  # worker news surfaced per run: at most 5 Events a minute
 REPLACED = "Remote workload spec changed, resetting for re-admission"
 STALE_RECHECK = 2.0  # seconds: a stale copy's deletion is looked for (its events name the earlier run's Workload)
 DISPATCH_PROBLEM = "Cannot dispatch: "
@@ -114,11 +109,10 @@ class WorkloadReconciler:
         }
         self.deleted: dict[ObjectKey, Object] = {}
         self.rounds: dict[ObjectKey, float] = {}  # incremental dispatch: when each Workload's round began
-        self.surfaced: dict[ObjectKey, set[str]] = {}  # worker news already told, per Workload
-        self.surfaced_at: dict[ObjectKey, list[float]] = {}  # when, for the rate limit
         self.selective: set[ObjectKey] = set()  # waiting Workloads whose worker selection a label change may change
         self.inadmissible: dict[ObjectKey, float] = {}  # since when no worker's Kueue can admit it (the timeout)
-        self.workload_api = Objects(api, WORKLOADS)
+        self.status = CheckStatus(api, workloads, config.dispatcher.controller_name, metrics)
+        self.news = WorkerNews(self.status)
         # Writes to different workers run side by side; one that outlasts the pass finishes in the background.
         self.writes = WorkerWrites(lambda key: enqueue(key) if enqueue is not None else None)  # type: ignore[arg-type]
         self.mirror = StatusMirror()
@@ -200,11 +194,11 @@ class WorkloadReconciler:
         if owner is None or adapter is None:
             if not deleted:
                 what = f' for owner kind "{owner[0]}"' if owner else ""
-                await self._set_check(workload, check_name, wl.REJECTED, f"No multikueue adapter found{what}")
+                await self.status.set_check(workload, check_name, wl.REJECTED, f"No multikueue adapter found{what}")
             return None
         if adapter.options.mode == "Direct" and not deleted:
             message = f"{adapter.gvk.kind} is dispatched in Direct mode by this controller, without a Workload"
-            await self._set_check(workload, check_name, wl.REJECTED, message)
+            await self.status.set_check(workload, check_name, wl.REJECTED, message)
             return None
         return adapter, owner[1]
 
@@ -222,7 +216,9 @@ class WorkloadReconciler:
             raise LookupError(f"owner {adapter.gvk.kind} {obj_key} not found")
         managed, reason = adapter.is_managed(obj)
         if not managed:
-            await self._set_check(workload, check_name, wl.REJECTED, f"The owner is not managed by Kueue: {reason}")
+            await self.status.set_check(
+                workload, check_name, wl.REJECTED, f"The owner is not managed by Kueue: {reason}"
+            )
             return None
         return obj
 
@@ -235,7 +231,8 @@ class WorkloadReconciler:
             worker.forget(key)
 
     def _forget_key(self, key: ObjectKey) -> None:
-        for kept in (self.rounds, self.surfaced, self.surfaced_at, self.inadmissible):
+        self.news.forget(key)
+        for kept in (self.rounds, self.inadmissible):
             kept.pop(key, None)
         self.selective.discard(key)
 
@@ -255,7 +252,7 @@ class WorkloadReconciler:
         present = {c: r for c, worker in connected.items() if (r := worker.workload(key)) is not None}
         late = self.writes.take_failures(key)  # writes of earlier passes that ended in the background
         if adapter.options.worker_events and not wl.is_true(workload, wl.FINISHED):
-            await self._surface_worker_news(workload, adapter, obj, connected, present)
+            await self.news.surface(workload, adapter, obj, connected, present)
         group = self._group(workload, check_name, adapter, obj, clusters, connected, present)
         work = _Pass(workload, check_name, group.state, adapter, obj, connected, present, late)
         return await self._carry_out(decision.decide(group), work)
@@ -319,8 +316,10 @@ class WorkloadReconciler:
                 await self._remove_everywhere(work.connected, work.adapter, work.obj_key, work.key, keep_objects=keep)
                 return Result(requeue_after=after)
             case decision.ResetOutOfSync():
-                await self._set_check(work.workload, work.check, wl.RETRY, step.message)
-                await self._event(work.workload, "Warning", f'{step.message}, Previously: "{work.state.get("state")}"')
+                await self.status.set_check(work.workload, work.check, wl.RETRY, step.message)
+                await self.status.event(
+                    work.workload, "Warning", f'{step.message}, Previously: "{work.state.get("state")}"'
+                )
                 return Result()
             case decision.FinishedOnWorker():
                 return await self._finished_on_worker(step, work)
@@ -332,19 +331,19 @@ class WorkloadReconciler:
                 return Result()
             case decision.ResetEvicted():
                 # Kueue writes this one directly rather than through updateACS, hence ". Previously".
-                await self._set_check(work.workload, work.check, wl.RETRY, step.message, separator=". ")
-                await self._event(work.workload, "Normal", f'{step.message}. Previously: "Ready"')
+                await self.status.set_check(work.workload, work.check, wl.RETRY, step.message, separator=". ")
+                await self.status.event(work.workload, "Normal", f'{step.message}. Previously: "Ready"')
                 return Result()
             case decision.CarryPriority(cluster=cluster) | decision.ReplaceCopy(cluster=cluster):
                 await self._bring_copy_in_line(cluster, work, priority_only=isinstance(step, decision.CarryPriority))
                 return Result()
             case decision.RetryAdmission(message=message):
-                await self._set_check(work.workload, work.check, wl.RETRY, message)
+                await self.status.set_check(work.workload, work.check, wl.RETRY, message)
                 return Result()
             case decision.AwaitLostWorker(requeue_after=after):
-                if await self._set_check_message(work.workload, work.check, step.message):
-                    await self._event(work.workload, "Warning", step.message)
-                    await self._object_event(work.adapter, work.obj, "Warning", step.message, reason="WorkerLost")
+                if await self.status.set_message(work.workload, work.check, step.message):
+                    await self.status.event(work.workload, "Warning", step.message)
+                    await self.status.object_event(work.adapter, work.obj, "Warning", step.message, reason="WorkerLost")
                 return Result(requeue_after=after)
             case decision.LostOnWorker():
                 await self._lost_on_worker(work, step.message)
@@ -365,7 +364,7 @@ class WorkloadReconciler:
                 # Over on the worker while the manager object is still held: its final status can only be mirrored
                 # once the hold ends, so nothing is finished or deleted before. Admission is what ends the hold.
                 if work.state.get("state") not in (wl.READY, wl.RETRY, wl.REJECTED):
-                    await self._set_admitted(work.workload, work.check, work.state, step.cluster)
+                    await self.status.set_admitted(work.workload, work.check, work.state, step.cluster)
                 return Result()  # the owner's release brings this Workload back
             case copies.Foreign(message=message):
                 raise copies.OwnershipConflict(message)
@@ -378,7 +377,7 @@ class WorkloadReconciler:
                 if await copies.look_up(worker, work.adapter.gvk, work.obj_key) is not None:
                     return Result(requeue_after=0.0)  # kept as cached: mirrored by the next pass, then finished
                 message = copies.gone_message(work.adapter.gvk.kind, work.obj_key, step.cluster)
-                await self._finish(work.workload, step.reason, f"{step.message} ({message})")
+                await self.status.finish(work.workload, step.reason, f"{step.message} ({message})")
                 await self._tell_lost(work, message)
                 return Result()
             case copies.NoStatus() | copies.InSync() as seen:
@@ -387,7 +386,7 @@ class WorkloadReconciler:
                 cached = None if isinstance(seen, copies.Finished) else seen.worker_obj
                 if cached is not None and not await copies.caught_up(worker, work.adapter, cached):
                     return Result(requeue_after=0.0)  # newer than its cache: mirrored by the next pass, then finished
-                await self._finish(work.workload, step.reason, step.message)  # the final status is on the manager
+                await self.status.finish(work.workload, step.reason, step.message)  # the final status is on the manager
                 return Result()
         return Result(requeue_after=0.0)  # adopted by this pass: mirrored by the next one, then finished
 
@@ -397,22 +396,22 @@ class WorkloadReconciler:
         came before the deletion), else as Failed, said on the Workload and the object."""
         done = work.adapter.finished(work.obj)
         if done is not None:
-            await self._finish(work.workload, done[0], done[1])
+            await self.status.finish(work.workload, done[0], done[1])
             return
         log.warning("run deleted on its worker before its final status came", workload=str(work.key), message=message)
-        await self._finish(work.workload, "Failed", message)
+        await self.status.finish(work.workload, "Failed", message)
         await self._tell_lost(work, message)
 
     async def _tell_lost(self, work: _Pass, message: str) -> None:
-        await self._event(work.workload, "Warning", message)
-        await self._object_event(work.adapter, work.obj, "Warning", message, reason="FinalStatusLost")
+        await self.status.event(work.workload, "Warning", message)
+        await self.status.object_event(work.adapter, work.obj, "Warning", message, reason="FinalStatusLost")
 
     async def _tell_problem(self, work: _Pass, message: str) -> None:
         """Why the run cannot go on now, on the check's message (its state unchanged) and, when that changes, in
         Events on the Workload and the object."""
-        if await self._set_check_message(work.workload, work.check, DISPATCH_PROBLEM + message):
-            await self._event(work.workload, "Warning", message)
-            await self._object_event(work.adapter, work.obj, "Warning", message, reason="StaleCopy")
+        if await self.status.set_message(work.workload, work.check, DISPATCH_PROBLEM + message):
+            await self.status.event(work.workload, "Warning", message)
+            await self.status.object_event(work.adapter, work.obj, "Warning", message, reason="StaleCopy")
 
     async def _bring_copy_in_line(self, cluster: str, work: _Pass, *, priority_only: bool) -> None:
         """A priority change is carried over to the copy in place; anything else replaces the copy."""
@@ -427,7 +426,7 @@ class WorkloadReconciler:
             if cluster == recorded and work.state.get("state") == wl.READY:
                 # The run's own copies are removed by this dispatcher: reset for re-admission first (as Kueue does
                 # once they are gone), so their absence is never read as a deletion by someone else.
-                await self._set_check(work.workload, work.check, wl.RETRY, REPLACED)
+                await self.status.set_check(work.workload, work.check, wl.RETRY, REPLACED)
             await self._remove_from_worker(cluster, work.adapter, work.obj_key, work.key)
 
     async def _run_on_winner(self, step: decision.RunOnWinner, work: _Pass) -> Result:
@@ -438,14 +437,14 @@ class WorkloadReconciler:
             c: functools.partial(self._remove_from_worker, c, work.adapter, work.obj_key, work.key) for c in step.losers
         })  # fmt: skip
         if step.deactivate:
-            await self._deactivate_worker_copy(work.connected[winner], work.present[winner], workload)
+            await workload_copies.deactivate(work.connected[winner], work.present[winner], workload)
             _raise_first(removals)
             return Result()
         if work.state.get("state") not in (wl.RETRY, wl.REJECTED):
             # Decide, record, create: once the winner is on the Workload, a create whose answer is lost or a replica
             # that takes over finds it there and waits for that worker (workerLostTimeout), never sending the run
             # elsewhere while it may already be there.
-            workload = await self._set_admitted(workload, work.check, work.state, winner)
+            workload = await self.status.set_admitted(workload, work.check, work.state, winner)
         state = wl.check_state(workload, work.check) or {}
         # Created only where recorded, and not while the check is reset (Kueue is about to evict).
         ready = state.get("state") == wl.READY and (workload.get("status") or {}).get("clusterName") == winner
@@ -455,36 +454,46 @@ class WorkloadReconciler:
         except WorkerWriteFailed as e:  # no answer, or not a refusal: the run may be there
             await self._report(workload, work.check, work.adapter, work.obj, {winner: e})
             raise
+        moved_on = await self._winner_cannot_run(out, replace(work, workload=workload), winner, ready=ready)
+        if moved_on is not None:
+            return moved_on
+        _raise_first(removals)
+        # Only once the final status is on the manager object, so nothing is lost.
+        if isinstance(out, copies.Finished) and state.get("state") == wl.READY:
+            await self.status.finish(workload, out.reason, out.message)
+            return Result()
+        if state.get("state") == wl.READY and state.get("message") != admitted_message(winner):
+            await self.status.set_message(workload, work.check, admitted_message(winner))  # a problem there is over
+        return Result(requeue_after=self.config.multi_kueue.worker_lost_timeout)
+
+    async def _winner_cannot_run(self, out: copies.CopyOutcome, work: _Pass, winner: str, *, ready: bool
+                                 ) -> Result | None:  # fmt: skip
+        """What the copy's outcome on the recorded winner means when the run cannot go on there now: refused for
+        certain (reset for re-admission), an earlier run's copy in the way (waited for, then reset), ran there and
+        deleted there (never made again), a foreign object of that name; ``None`` when the run goes on."""
         match out:
             case copies.CreateRefused(error=error):  # answered with a refusal, and not there: certainly not run
-                await self._refused_on_winner(workload, work, winner, error)
+                await self._refused_on_winner(work.workload, work, winner, error)
                 return Result()
             case copies.Stale(message=message, going_for=going):  # an earlier same-named run's copy: waited for
                 timeout = self.config.multi_kueue.worker_lost_timeout
                 if going > timeout:  # a finalizer that does not let go: this run is certainly not there, so it moves
                     stuck = copies.OwnershipConflict(f"{message}; still there after workerLostTimeout ({timeout:g}s)")
-                    await self._refused_on_winner(workload, work, winner, stuck)
+                    await self._refused_on_winner(work.workload, work, winner, stuck)
                     return Result()
-                await self._tell_problem(replace(work, workload=workload), message)
+                await self._tell_problem(work, message)
                 return Result(requeue_after=STALE_RECHECK)
             case copies.Gone(message=message):  # ran there, deleted there: never created again
-                await self._lost_on_worker(replace(work, workload=workload), message)
+                await self._lost_on_worker(work, message)
                 return Result()
             case copies.Foreign(message=message):
                 conflict = copies.OwnershipConflict(message)
                 if ready:
-                    await self._refused_on_winner(workload, work, winner, conflict)
+                    await self._refused_on_winner(work.workload, work, winner, conflict)
                     return Result()
-                await self._report(workload, work.check, work.adapter, work.obj, {winner: conflict})
+                await self._report(work.workload, work.check, work.adapter, work.obj, {winner: conflict})
                 raise conflict
-        _raise_first(removals)
-        # Only once the final status is on the manager object, so nothing is lost.
-        if isinstance(out, copies.Finished) and state.get("state") == wl.READY:
-            await self._finish(workload, out.reason, out.message)
-            return Result()
-        if state.get("state") == wl.READY and state.get("message") != admitted_message(winner):
-            await self._set_check_message(workload, work.check, admitted_message(winner))  # a problem there is over
-        return Result(requeue_after=self.config.multi_kueue.worker_lost_timeout)
+        return None
 
     async def _refused_on_winner(self, workload: Object, work: _Pass, winner: str, error: Exception) -> None:
         """The recorded winner refuses the run's object for certain (the create was answered, with a refusal, or a
@@ -492,18 +501,18 @@ class WorkloadReconciler:
         on the Workload and on the object."""
         message = f"{DISPATCH_PROBLEM}{error}; resetting for re-admission"  # each names the worker and the object
         log.warning("winner refused the object", cluster=winner, workload=str(work.key), error=str(error))
-        await self._set_check(workload, work.check, wl.RETRY, message)
-        await self._event(workload, "Warning", message)
-        await self._object_event(work.adapter, work.obj, "Warning", message, reason="DispatchFailed")
+        await self.status.set_check(workload, work.check, wl.RETRY, message)
+        await self.status.event(workload, "Warning", message)
+        await self.status.object_event(work.adapter, work.obj, "Warning", message, reason="DispatchFailed")
 
     async def _give_up(self, step: decision.GiveUp, work: _Pass) -> None:
         """No worker's Kueue can ever admit the run (``inadmissibleTimeout``): the check is Rejected with each
         worker's reason (Kueue then deactivates the Workload and releases its quota), said in Events too."""
         log.warning("no worker's Kueue can admit the run: rejected", workload=str(work.key), reasons=dict(step.reasons))
-        await self._set_check(work.workload, work.check, wl.REJECTED, step.message)
+        await self.status.set_check(work.workload, work.check, wl.REJECTED, step.message)
         self.inadmissible.pop(work.key, None)  # after the write: a failed one is retried, the clock still run out
-        await self._event(work.workload, "Warning", step.message)
-        await self._object_event(work.adapter, work.obj, "Warning", step.message, reason="NoWorkerCanAdmit")
+        await self.status.event(work.workload, "Warning", step.message)
+        await self.status.object_event(work.adapter, work.obj, "Warning", step.message, reason="NoWorkerCanAdmit")
 
     async def _nominate(self, step: decision.Nominate, work: _Pass) -> Result:
         """Write the nominations, copy the Workload to the nominated workers, remove it from the others."""
@@ -512,7 +521,7 @@ class WorkloadReconciler:
         else:
             self.inadmissible.pop(work.key, None)
         if step.patch:
-            await self._patch_workload_status(work.workload, {"nominatedClusterNames": list(step.nominated) or None})
+            await self.status.patch(work.workload, {"nominatedClusterNames": list(step.nominated) or None})
         if step.round_started is not None:
             self.rounds[work.key] = step.round_started
         writes: dict[str, Write] = {}
@@ -537,57 +546,15 @@ class WorkloadReconciler:
     async def _tell_unmatched(self, work: _Pass, message: str) -> None:
         """No worker of the run's MultiKueueConfig matches its worker selection: said on the check (its state stays
         Pending, a label may yet be added) and, when the message changes, in Events on the Workload and the object."""
-        if await self._set_check_message(work.workload, work.check, message):
+        if await self.status.set_message(work.workload, work.check, message):
             log.info("no worker matches the run's selection", workload=str(work.key), message=message)
-            await self._event(work.workload, "Warning", message)
-            await self._object_event(work.adapter, work.obj, "Warning", message, reason="NoWorkerMatches")
-
-    async def _surface_worker_news(
-        self,
-        workload: Object,
-        adapter: GenericAdapter,
-        obj: Object,
-        connected: dict[str, Worker],
-        present: dict[str, Object],
-    ) -> None:
-        """Tell the manager object's user why the run waits or fails on a worker: each worker's Warning Events
-        about its copy or object, and its copy's pending reason (QuotaReserved=False), prefixed with the worker's
-        name. Each message once per run, and at most ``NEWS_BURST`` per ``NEWS_WINDOW`` seconds per run."""
-        key = ObjectKey.of(workload)
-        news: list[tuple[str, str, str]] = []
-        for cluster, worker in connected.items():
-            for reason, message in worker.warnings_about(key):
-                news.append(("Warning", "WorkerWarning", f'worker "{cluster}": {reason}: {message}'))
-            reserved = wl.condition(present[cluster], wl.QUOTA_RESERVED) if cluster in present else None
-            if reserved is not None and reserved.get("status") == "False" and reserved.get("message"):
-                news.append(("Normal", "WorkerPending", f'worker "{cluster}": {reserved["message"]}'))
-        if not news:
-            return
-        said = self.surfaced.setdefault(key, set())
-        now = time.monotonic()
-        recent = self.surfaced_at.setdefault(key, [])
-        recent[:] = [t for t in recent if now - t < NEWS_WINDOW]
-        for type_, reason, message in news:
-            if message in said or len(recent) >= NEWS_BURST:
-                continue  # told already; or, past the burst, told on a later pass (the worker's news are kept)
-            await self._object_event(adapter, obj, type_, message, reason=reason)
-            said.add(message)
-            recent.append(now)
+            await self.status.event(work.workload, "Warning", message)
+            await self.status.object_event(work.adapter, work.obj, "Warning", message, reason="NoWorkerMatches")
 
     async def _copy_workload(self, cluster: str, worker: Worker, workload: Object) -> None:
         """Create the Workload's copy on a worker (one already there from an earlier pass is fine)."""
-        key = ObjectKey.of(workload)
-        try:
-            created = await worker.workload_objects().create(wl.clone_for_create(workload, self.origin), key.namespace)
-        except Conflict:
-            pass  # already there: a previous pass created it
-        except copies.WRITE_FAILURES as e:
-            raise WorkerWriteFailed(cluster, "create", "Workload", key.namespace, key.name, e) from None
-        else:
-            worker.remember_created(None, created)
-            if self.metrics is not None:
-                self.metrics.workloads_dispatched.labels(_cluster_queue(workload), cluster).inc()
-        log.info("workload copied to worker", cluster=cluster, workload=str(key))
+        if await workload_copies.copy(worker, workload, self.origin) and self.metrics is not None:
+            self.metrics.workloads_dispatched.labels(cluster_queue(workload), cluster).inc()
 
     async def _remove_everywhere(
         self, connected: dict[str, Worker], adapter: GenericAdapter, obj_key: ObjectKey, key: ObjectKey,
@@ -616,40 +583,20 @@ class WorkloadReconciler:
         state = wl.check_state(workload, check_name) or {}
         if not failures:
             if str(state.get("message") or "").startswith((DISPATCH_PROBLEM, NO_WORKER_MATCHES)):
-                await self._set_check_message(workload, check_name, "")
+                await self.status.set_message(workload, check_name, "")
             return
         told = [
             str(e) if isinstance(e, WorkerWriteFailed) else f'worker "{c}": {e}' for c, e in sorted(failures.items())
         ]
         message = DISPATCH_PROBLEM + "; ".join(told)
-        if await self._set_check_message(workload, check_name, message):
-            await self._event(workload, "Warning", message)
-            await self._object_event(adapter, obj, "Warning", message, reason="DispatchFailed")
+        if await self.status.set_message(workload, check_name, message):
+            await self.status.event(workload, "Warning", message)
+            await self.status.object_event(adapter, obj, "Warning", message, reason="DispatchFailed")
         _raise_first(failures)
 
     async def collect_garbage(self) -> None:
-        """Delete worker objects of this origin whose manager Workload is gone or being deleted (Kueue's runGC),
-        and, beyond Kueue, worker objects whose Workload copy is already gone too."""
-        for cluster, worker in list(self.connections().items()):
-            if not worker.connected:
-                continue
-            orphans: set[ObjectKey] = set()
-            for worker_wl in worker.workloads():
-                key = ObjectKey.of(worker_wl)
-                workload = self.workloads.get(key)
-                if workload is None or workload["metadata"].get("deletionTimestamp"):
-                    orphans.add(key)
-            for gvk in worker.kinds():
-                for worker_obj in worker.copies(gvk):
-                    name = prebuilt_workload_of(worker_obj)
-                    key = ObjectKey(worker_obj["metadata"]["namespace"], name or "")
-                    if name and self.workloads.get(key) is None:
-                        log.info(
-                            "orphan on worker", cluster=cluster, kind=gvk.kind, object=str(ObjectKey.of(worker_obj))
-                        )
-                        await self._remove_from_worker(cluster, self.adapters[gvk], ObjectKey.of(worker_obj), key)
-            for key in orphans:  # the objects themselves were handled above, through their annotation
-                await self._remove_worker_workload(worker, key)
+        """Worker objects and Workload copies of this origin whose manager Workload is gone (``workload_copies``)."""
+        await workload_copies.collect_garbage(self.connections(), self.workloads, self.adapters)
 
     # ------------------------------------------------------------------------------------- helpers
 
@@ -705,7 +652,7 @@ class WorkloadReconciler:
                                     mirror=self.mirror, workload_name=workload["metadata"]["name"],
                                     ran_there=ran_there, no_status_in_sync=True)  # fmt: skip
         except StatusRejected as e:
-            await self._event(workload, "Warning", str(e))  # never dropped silently; retried with backoff
+            await self.status.event(workload, "Warning", str(e))  # never dropped silently; retried with backoff
             raise
         await self._tell_copy(out, worker, adapter, workload)
         return out
@@ -718,21 +665,21 @@ class WorkloadReconciler:
             case copies.Created():
                 self._count_dispatch(kind, worker.name, workload)
             case copies.Foreign(message=message):
-                await self._event(workload, "Warning", message)
-                await self._object_event(adapter, out.obj, "Warning", message)
+                await self.status.event(workload, "Warning", message)
+                await self.status.object_event(adapter, out.obj, "Warning", message)
             case copies.Held(first=True):  # said once per suspension, not per pass
                 held_by = adapter.options.suspended.path if adapter.options.suspended is not None else "suspended"
                 message = (f"status from worker {worker.name} is held back while this {kind} is suspended "
                            f"({held_by}); it is mirrored once that no longer holds")  # fmt: skip
-                await self._object_event(adapter, out.obj, "Normal", message)
+                await self.status.object_event(adapter, out.obj, "Normal", message)
         if isinstance(out, copies.Adopted):
             message = f"{kind} {obj_key} on worker {worker.name} adopted (it carries this manager's origin and UID)"
-            await self._event(workload, "Normal", message)
+            await self.status.event(workload, "Normal", message)
         if not isinstance(out, copies.InSync):
             return
         if out.pruned:
             message = pruned_message(kind, obj_key, worker.name, list(out.pruned))
-            await self._object_event(adapter, out.obj, "Warning", message, reason="StatusFieldsPruned")
+            await self.status.object_event(adapter, out.obj, "Warning", message, reason="StatusFieldsPruned")
         seen = worker.last_change(kind, obj_key)
         if out.written and self.metrics is not None and seen is not None:
             self.metrics.status_sync_lag.labels(kind, worker.name).observe(time.monotonic() - seen)
@@ -748,152 +695,14 @@ class WorkloadReconciler:
     async def _remove_from_worker(
         self, cluster: str, adapter: GenericAdapter, obj_key: ObjectKey, key: ObjectKey
     ) -> None:
-        """Delete this origin's object and Workload copy on a worker.
-
-        Read from the worker's caches, which are label-selected by this manager's origin: a foreign same-named
-        object is never in them, and an object created a moment ago that the cache has not seen yet comes back
-        as a watch event that brings the Workload here again.
-        """
         worker = self.connections().get(cluster)
-        if worker is None:
-            return
-        await copies.delete(worker, adapter.gvk, obj_key, copies.Run(workload=key.name))  # this run's, no other's
-        await self._remove_workload_copy(cluster, key)
+        if worker is not None:
+            await workload_copies.remove(worker, adapter.gvk, obj_key, key)
 
     async def _remove_workload_copy(self, cluster: str, key: ObjectKey) -> None:
         worker = self.connections().get(cluster)
-        if worker is None:
-            return
-        try:
-            await self._remove_worker_workload(worker, key)
-        except copies.WRITE_FAILURES as e:
-            raise WorkerWriteFailed(cluster, "delete", "Workload", key.namespace, key.name, e) from e
-
-    async def _remove_worker_workload(self, worker: Worker, key: ObjectKey) -> None:
-        """Delete this origin's Workload copy, first lifting the finalizer a worker Kueue would have added."""
-        worker_wl = worker.workload(key)
-        if worker_wl is None:
-            return
-        meta = worker_wl["metadata"]
-        finalizers = meta.get("finalizers") or []
-        workloads = worker.workload_objects()
-        if wl.RESOURCE_IN_USE_FINALIZER in finalizers:
-            kept = [f for f in finalizers if f != wl.RESOURCE_IN_USE_FINALIZER] or None
-            patch = {"metadata": {"finalizers": kept, "resourceVersion": meta["resourceVersion"]}}
-            await workloads.patch(key.name, patch, key.namespace)  # a stale cache fails here (409) and retries
-        elif meta.get("deletionTimestamp"):
-            return  # already going
-        await workloads.delete(key.name, key.namespace)
-        log.info("workload deleted on worker", cluster=worker.name, workload=str(key))
-
-    async def _deactivate_worker_copy(self, worker: Worker, worker_wl: Object, workload: Object) -> None:
-        """Ask the worker's Kueue to evict its copy, as Kueue does when the manager evicts."""
-        evicted = wl.condition(workload, wl.EVICTED) or {}
-        condition = {"type": "DeactivationTarget", "status": "True", "reason": "EvictedOnManagerCluster",
-                     "message": f"Evicted on manager: {evicted.get('message', '')}"}  # fmt: skip
-        current = (worker_wl.get("status") or {}).get("conditions") or []
-        if wl.is_true(worker_wl, "DeactivationTarget"):
-            return
-        patch = {"metadata": {"resourceVersion": worker_wl["metadata"]["resourceVersion"]},
-                 "status": {"conditions": set_condition(current, condition)}}  # fmt: skip
-        meta = worker_wl["metadata"]
-        await worker.workload_objects().patch_status(meta["name"], patch, meta["namespace"])
-
-    async def _set_check(
-        self, workload: Object, check_name: str, new_state: str, message: str, *, separator: str = ", "
-    ) -> None:
-        """Set this controller's check state; the message ends with the previous state, as Kueue's does."""
-        current = wl.check_state(workload, check_name) or {}
-        previous = current.get("state", wl.PENDING)
-        full = f'{message}{separator}Previously: "{previous}"'[:MESSAGE_LIMIT]
-        if current.get("state") == new_state and current.get("message") == full:
-            return
-        entry = {"name": check_name, "state": new_state, "message": full, "lastTransitionTime": now_rfc3339()}
-        await self._patch_workload_status(workload, {"admissionChecks": _with_check(workload, entry)})
-        if new_state == wl.RETRY and self.metrics is not None:
-            owner = wl.owner(workload)
-            where = (workload.get("status") or {}).get("clusterName") or ""
-            self.metrics.objects_redispatched.labels(owner[0].kind if owner else "", where).inc()
-        log.info("admission check updated", workload=str(ObjectKey.of(workload)), state=new_state, message=full)
-
-    async def _set_check_message(self, workload: Object, check_name: str, message: str) -> bool:
-        """Set this controller's check message, its state unchanged; whether it changed."""
-        current = wl.check_state(workload, check_name) or {}
-        message = message[:MESSAGE_LIMIT]
-        if current.get("message", "") == message:
-            return False
-        entry = {**current, "name": check_name, "state": current.get("state", wl.PENDING), "message": message}
-        entry.setdefault("lastTransitionTime", now_rfc3339())
-        await self._patch_workload_status(workload, {"admissionChecks": _with_check(workload, entry)})
-        return True
-
-    async def _set_admitted(self, workload: Object, check_name: str, state: Object, cluster: str) -> Object:
-        """Record the winner: the check ``Ready``, ``status.clusterName``, nominations cleared (as Kueue's
-        ``syncAdmittingRemoteState``). Returns the Workload as written (unchanged when already recorded)."""
-        status = workload.get("status") or {}
-        if state.get("state") == wl.READY and status.get("clusterName") == cluster:
-            return workload
-        if status.get("clusterName") not in (None, "", cluster):
-            raise RuntimeError(f"clusterName is already {status['clusterName']!r}, cannot record {cluster!r}")
-        if not status.get("clusterName") and cluster not in (status.get("nominatedClusterNames") or []):
-            # Kueue's webhook takes a clusterName only from the nominations already recorded, and a winner can lie
-            # outside them (a replica that took over nominated before that worker was connected again): nominate
-            # the winner alone first, as Kueue does for a worker its component Workloads already run on.
-            workload = await self._patch_workload_status(workload, {"nominatedClusterNames": [cluster]})
-        message = admitted_message(cluster)
-        entry = {"name": check_name, "state": wl.READY, "message": message, "lastTransitionTime": now_rfc3339()}
-        workload = await self._patch_workload_status(
-            workload,
-            {"admissionChecks": _with_check(workload, entry), "clusterName": cluster, "nominatedClusterNames": None},
-        )
-        await self._event(workload, "Normal", message)
-        log.info("workload admitted on worker", workload=str(ObjectKey.of(workload)), cluster=cluster)
-        if self.metrics is not None and state.get("state") != wl.READY:
-            self.metrics.workloads_admitted.labels(_cluster_queue(workload), cluster).inc()
-        return workload
-
-    async def _finish(self, workload: Object, reason: str, message: str) -> None:
-        condition = {"type": wl.FINISHED, "status": "True", "reason": reason or "Finished",
-                     "message": message or "finished on the worker", "lastTransitionTime": now_rfc3339()}  # fmt: skip
-        current = (workload.get("status") or {}).get("conditions") or []
-        await self._patch_workload_status(workload, {"conditions": set_condition(current, condition)})
-        log.info("workload finished", workload=str(ObjectKey.of(workload)), reason=reason)
-        if self.metrics is not None:
-            owner = wl.owner(workload)
-            where = (workload.get("status") or {}).get("clusterName") or ""
-            self.metrics.objects_finished.labels(owner[0].kind if owner else "", where, reason).inc()
-
-    async def _patch_workload_status(self, workload: Object, status: Object) -> Object:
-        """A merge patch on the manager Workload's ``/status``, guarded by its resourceVersion.
-
-        Lists go whole (rebuilt from the object just read), so the precondition is what keeps another writer's
-        entries: a conflict (409) fails this reconcile and the retry starts from fresh state. This is Kueue's
-        ``WorkloadRequestUseMergePatch`` mode; a server-side apply as ``kueue-admission`` with a partial status
-        would instead drop every other field Kueue's core owns under that manager.
-        """
-        meta = workload["metadata"]
-        patch = {"metadata": {"resourceVersion": meta["resourceVersion"]}, "status": status}
-        updated = await self.workload_api.patch_status(meta["name"], patch, meta["namespace"])
-        self.workloads.remember(updated)
-        return updated
-
-    async def _object_event(
-        self, adapter: GenericAdapter, obj: Object, type_: str, message: str, *, reason: str = EVENT_REASON
-    ) -> None:
-        """An Event on the manager object itself, where its user looks first."""
-        target = {**obj, "apiVersion": adapter.gvk.api_version, "kind": adapter.gvk.kind}
-        await events.record(self.api, target, type_=type_, reason=reason, message=message,
-                            component=self.controller_name)  # fmt: skip
-
-    async def _event(self, workload: Object, type_: str, message: str) -> None:
-        obj = {**workload, "apiVersion": "kueue.x-k8s.io/v1beta2", "kind": "Workload"}
-        await events.record(self.api, obj, type_=type_, reason=EVENT_REASON, message=message,
-                            component=self.controller_name)  # fmt: skip
-
-
-def admitted_message(cluster: str) -> str:
-    """The check's message while the run is on its worker, as Kueue writes it."""
-    return f'The workload was admitted on "{cluster}"'
+        if worker is not None:
+            await workload_copies.remove_workload(worker, key)
 
 
 def _ran_there(workload: Object, adapter: GenericAdapter, obj: Object, present: dict[str, Object]) -> bool:
@@ -906,20 +715,6 @@ def _ran_there(workload: Object, adapter: GenericAdapter, obj: Object, present: 
     if wl.adopted_by(present.get(recorded), adapter.gvk.kind, obj["metadata"]["name"]):
         return True
     return copies.has_mirrored_status(obj) and not wl.evicted_before(workload)
-
-
-def _with_check(workload: Object, entry: Object) -> list[Object]:
-    """The Workload's admission-check states with ``entry`` replacing the one of the same name."""
-    states = [dict(s) for s in (workload.get("status") or {}).get("admissionChecks") or []]
-    for i, state in enumerate(states):
-        if state.get("name") == entry["name"]:
-            states[i] = {**state, **entry}
-            return states
-    return [*states, entry]
-
-
-def _cluster_queue(workload: Object) -> str:
-    return str(((workload.get("status") or {}).get("admission") or {}).get("clusterQueue", ""))
 
 
 def _seconds_since(timestamp: str | None) -> float | None:

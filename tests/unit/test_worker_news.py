@@ -47,15 +47,15 @@ async def test_a_warning_read_by_a_failed_pass_is_told_by_the_next_one_and_only_
             raise failure
         told.append(f"{reason}: {message}")
 
-    reconciler._object_event = object_event  # type: ignore[method-assign]
+    reconciler.status.object_event = object_event  # type: ignore[method-assign]
     local = {"metadata": {"name": key.name, "namespace": key.namespace}}
     adapter = GenericAdapter(PIPELINERUN, "mk", config.adapter(PIPELINERUN))
     obj = {"metadata": {"name": "hello", "namespace": "ns"}}
     try:
         with pytest.raises(ConnectionResetError):
-            await reconciler._surface_worker_news(local, adapter, obj, {"w1": connection.worker}, {})
+            await reconciler.news.surface(local, adapter, obj, {"w1": connection.worker}, {})
         for _ in range(2):  # the retry tells it; a later pass does not tell it again
-            await reconciler._surface_worker_news(local, adapter, obj, {"w1": connection.worker}, {})
+            await reconciler.news.surface(local, adapter, obj, {"w1": connection.worker}, {})
         assert told == ['WorkerWarning: worker "w1": FailedCreate: quota exceeded']
         reconciler._forget(key, PIPELINERUN, ObjectKey("ns", "hello"))
         assert connection.worker.warnings_about(key) == (), "a deleted Workload's news are dropped"
