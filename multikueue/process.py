@@ -99,7 +99,9 @@ class Process:
         self.draining = False  # told to stop: unready, yet still answering the webhook (multikueue/shutdown.py)
         self.started = anyio.Event()  # the first generation runs (readiness; kept across reloads)
         self._generation: Generation | None = None
-        self.outages = WorkerOutages()  # the worker-lost clocks, kept across the generations a reload replaces
+        # The worker-lost clocks, kept across the generations a reload replaces; started anew when this process
+        # begins to reconcile (a standby's wait for the lease is no outage of anything).
+        self.outages = WorkerOutages()
 
     @property
     def generation(self) -> ManagerGeneration:
@@ -122,6 +124,7 @@ class Process:
         and idempotent (they survive a SIGKILL at any point), so cancelling them mid-way loses nothing. An invalid
         change (one that does not parse, or names a misspelt kind) replaces nothing: ``ConfigReloads`` refuses it.
         """
+        self.outages = WorkerOutages()
         if self.role == "manager":
             try:
                 await check_kinds(self.api, self.config)  # a misspelt kind at start ends the process, in one line

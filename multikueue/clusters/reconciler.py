@@ -391,6 +391,9 @@ class ClusterReconciler:
             self._connection_changed(name)
 
     async def close(self) -> None:
+        # Every outage recorded first: closing one connection may hang past the generation's close timeout.
+        for name, connection in self.connections.items():
+            self.outages.dropped(name, connection.disconnected_since if not connection.connected else None)
         for name in list(self.connections):
             await self.drop(name)
 

@@ -310,9 +310,12 @@ async def _stale(worker: Worker, adapter: GenericAdapter, obj: Object, worker_ob
                f"(manager UID {uid}, not {obj['metadata'].get('uid')}): it is being deleted{then}; this run is "
                "created there once it is gone")  # fmt: skip
     log.info("stale copy on worker", cluster=worker.name, kind=adapter.gvk.kind, object=str(key), manager_uid=uid)
-    return Stale(
-        obj=obj, worker_obj=worker_obj, message=message, going_for=_seconds_since(meta.get("deletionTimestamp"))
-    )
+    return Stale(obj=obj, worker_obj=worker_obj, message=message, going_for=going_for(worker_obj))
+
+
+def going_for(worker_obj: Object) -> float:
+    """Seconds since the copy's deletion began, as the worker's clock wrote it (0 when it is not being deleted)."""
+    return _seconds_since(worker_obj["metadata"].get("deletionTimestamp"))
 
 
 def _seconds_since(timestamp: str | None) -> float:

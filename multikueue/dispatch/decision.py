@@ -35,6 +35,9 @@ from multikueue.dispatch.placement import NO_WORKER_MATCHES, Selection
 
 Object = dict[str, Any]
 UNEXPECTED_READY = "Admission check is Ready but no admitting cluster is recorded; this is unexpected, please report it"
+REPLACING = "Remote workload spec changed, replacing it"
+"""The check's message (still Ready) while this dispatcher removes the recorded worker's out-of-date copies: their
+absence is then its own doing, never read as a deletion by someone else."""
 
 
 @dataclass(frozen=True)
@@ -280,16 +283,17 @@ def _winner(group: Group) -> Step | None:
     if admitting in group.unavailable:
         since = group.lost_since.get(admitting)
         left = group.lost_timeout - (group.now - since if since is not None else 0.0)
+        if admitting in group.settling:  # a replica that took over has not tried that worker yet: nothing to tell
+            return Wait(max(left, HOLDING_UNKNOWN_RECHECK))
         if left <= 0:
             return RetryAdmission("Admitting remote lost")
-        # A replica that took over and has not tried that worker yet has nothing to tell.
-        return Wait(left) if admitting in group.settling else AwaitLostWorker(admitting, left, group.lost_timeout)
+        return AwaitLostWorker(admitting, left, group.lost_timeout)
     if not admitting:
         return RetryAdmission(UNEXPECTED_READY)
     holding = group.holding.get(admitting, False)
     if holding is None:
         return Wait(HOLDING_UNKNOWN_RECHECK)  # its cache of the kind has not listed: the object may be there
-    if group.ran_there and not holding:
+    if group.ran_there and not holding and not str(group.state.get("message") or "").startswith(REPLACING):
         return LostOnWorker(admitting)
     return RetryAdmission("Admitting remote no longer exists")
 

@@ -67,6 +67,7 @@ UNREACHABLE = "WorkerUnreachable"
 STALE_COPY = "StaleCopy"  # the worker holds an earlier same-named run's copy: deleted, waited for
 COPY_DELETED = "CopyDeleted"  # the copy was deleted on its worker before its final status came: not run again
 STALE_RECHECK = 2.0  # seconds
+LOST_THERE = "lost there"  # how a move away from a worker the run may have run on starts its reason
 KEPT = frozenset({CONDITION})  # this controller's own condition: kept on the object, never mirrored over
 
 
@@ -293,8 +294,10 @@ class DirectReconciler:
             message = f"worker {worker.name} no longer holds an earlier run's copy"
             obj = await self._tell(gvk, obj, "True", PLACED, message)
         _, resource = self.kinds[gvk]
-        # Its status came from this worker when it was never moved: a copy missing there was deleted there.
-        ran_there = copies.has_mirrored_status(obj, KEPT) and not avoided(obj)
+        # Its status came from this worker unless it was moved away from one it may have run on (a lost one; a worker
+        # that refused it, or held an earlier run's copy, never ran it): a copy missing there was deleted there.
+        ran_elsewhere = any(why.startswith(LOST_THERE) for why in avoided(obj).values())
+        ran_there = copies.has_mirrored_status(obj, KEPT) and not ran_elsewhere
         out = await copies.sync(worker, adapter, obj, want=Want.RUN, origin=self.origin,
                                 manager=Objects(self.api, resource), mirror=self.mirror, ran_there=ran_there,
                                 keep_conditions=KEPT)  # fmt: skip
@@ -374,7 +377,7 @@ class DirectReconciler:
             await self._tell(gvk, obj, "False", "WorkerLost", message, event_type="Warning")
             self.wake(gvk)
             return Result()
-        return await self._move_away(gvk, obj, worker, f"lost there (unreachable for more than {timeout:g}s)")
+        return await self._move_away(gvk, obj, worker, f"{LOST_THERE} (unreachable for more than {timeout:g}s)")
 
     async def _move_away(self, gvk: GroupVersionKind, obj: Object, worker: str, why: str) -> Result:
         """Forget the placement and never use ``worker`` again for this object; the next pass places it anew."""

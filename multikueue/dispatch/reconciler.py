@@ -284,15 +284,25 @@ class WorkloadReconciler:
             round_length=self.config.dispatcher.incremental_round_timeout,
             step_size=incremental.step_size if incremental else 3,
             retained_for=wl.retained_for(workload, adapter.options.retention, datetime.datetime.now(datetime.UTC)),
-            selection=self._selection(workload, adapter, obj, clusters),
+            selection=self._selection(workload, adapter, obj, clusters, _stuck(connected, adapter, obj_key, run,
+                                                                              config.worker_lost_timeout)),
             inadmissible_timeout=self.config.dispatcher.inadmissible_timeout,
             inadmissible_since=self.inadmissible.get(ObjectKey.of(workload)),
             ran_there=_ran_there(workload, adapter, obj, present),
         )  # fmt: skip
 
-    def _selection(self, workload: Object, adapter: GenericAdapter, obj: Object, clusters: list[str]) -> Selection:
+    def _selection(
+        self, workload: Object, adapter: GenericAdapter, obj: Object, clusters: list[str], stuck: dict[str, str]
+    ) -> Selection:
         """The run's worker selection: the kind's ``workerSelector`` and the object's (else its Workload's)
-        ``multikueue.x-k8s.io/worker-selector`` annotation, read against the MultiKueueClusters' labels."""
+        ``multikueue.x-k8s.io/worker-selector`` annotation, read against the MultiKueueClusters' labels; and never a
+        worker that holds an earlier run's copy of that name a finalizer keeps (``stuck``: it could not run there)."""
+        found = self._selected(workload, adapter, obj, clusters)
+        if not stuck or (workload.get("status") or {}).get("clusterName"):
+            return found
+        return replace(found, excluded={**stuck, **found.excluded})
+
+    def _selected(self, workload: Object, adapter: GenericAdapter, obj: Object, clusters: list[str]) -> Selection:
         key = ObjectKey.of(workload)
         own = _annotation(obj, WORKER_SELECTOR_ANNOTATION) or _annotation(workload, WORKER_SELECTOR_ANNOTATION)
         kind = adapter.options.placement.worker_selector
@@ -394,13 +404,19 @@ class WorkloadReconciler:
         """The run's object ran on its worker and was deleted there: never run again. The Workload finishes as the
         manager object's mirrored status says when the kind's ``finished`` predicate holds on it (the final status
         came before the deletion), else as Failed, said on the Workload and the object."""
-        done = work.adapter.finished(work.obj)
+        obj = await self._object_now(work)
+        done = work.adapter.finished(obj)
         if done is not None:
             await self.status.finish(work.workload, done[0], done[1])
             return
         log.warning("run deleted on its worker before its final status came", workload=str(work.key), message=message)
         await self.status.finish(work.workload, "Failed", message)
         await self._tell_lost(work, message)
+
+    async def _object_now(self, work: _Pass) -> Object:
+        """The manager object read live (its cache may not have the final status a pass just mirrored)."""
+        resource = await self._manager_resource(work.adapter.gvk)
+        return await Objects(self.api, resource).get(work.obj_key.name, work.obj_key.namespace) or work.obj
 
     async def _tell_lost(self, work: _Pass, message: str) -> None:
         await self.status.event(work.workload, "Warning", message)
@@ -423,11 +439,16 @@ class WorkloadReconciler:
         else:
             log.info("worker copy out of date, replacing it", cluster=cluster, workload=str(work.key))
             recorded = (work.workload.get("status") or {}).get("clusterName")
-            if cluster == recorded and work.state.get("state") == wl.READY:
-                # The run's own copies are removed by this dispatcher: reset for re-admission first (as Kueue does
-                # once they are gone), so their absence is never read as a deletion by someone else.
-                await self.status.set_check(work.workload, work.check, wl.RETRY, REPLACED)
+            if cluster != recorded or work.state.get("state") != wl.READY:
+                await self._remove_from_worker(cluster, work.adapter, work.obj_key, work.key)
+                return
+            # The run's own copies, removed by this dispatcher: said on the check first (still Ready, so a delete
+            # that fails leaves the run waiting for its worker), then removed, then reset for re-admission (as Kueue
+            # does once they are gone). Their absence is never read as a deletion by someone else.
+            await self.status.set_message(work.workload, work.check, decision.REPLACING)
             await self._remove_from_worker(cluster, work.adapter, work.obj_key, work.key)
+            workload = self.workloads.get(work.key) or work.workload  # as the message write left it
+            await self.status.set_check(workload, work.check, wl.RETRY, REPLACED)
 
     async def _run_on_winner(self, step: decision.RunOnWinner, work: _Pass) -> Result:
         """The losers' copies go; the winner is recorded, then runs the object (created there, kept in step, its
@@ -477,6 +498,8 @@ class WorkloadReconciler:
                 return Result()
             case copies.Stale(message=message, going_for=going):  # an earlier same-named run's copy: waited for
                 timeout = self.config.multi_kueue.worker_lost_timeout
+                if not ready:
+                    return Result()  # reset already: Kueue is about to evict
                 if going > timeout:  # a finalizer that does not let go: this run is certainly not there, so it moves
                     stuck = copies.OwnershipConflict(f"{message}; still there after workerLostTimeout ({timeout:g}s)")
                     await self._refused_on_winner(work.workload, work, winner, stuck)
@@ -703,6 +726,19 @@ class WorkloadReconciler:
         worker = self.connections().get(cluster)
         if worker is not None:
             await workload_copies.remove_workload(worker, key)
+
+
+def _stuck(
+    connected: dict[str, Worker], adapter: GenericAdapter, obj_key: ObjectKey, run: copies.Run, timeout: float
+) -> dict[str, str]:
+    """The workers holding an earlier run's copy of the object's name that a finalizer has kept for longer than
+    ``timeout``, each with why: the run cannot be created there."""
+    stuck = {}
+    for cluster, worker in connected.items():
+        cached = worker.copy(adapter.gvk, obj_key)
+        if cached is not None and not run.made(cached) and copies.going_for(cached) > timeout:
+            stuck[cluster] = f"holds an earlier run's copy of {adapter.gvk.kind} {obj_key} that a finalizer keeps"
+    return stuck
 
 
 def _ran_there(workload: Object, adapter: GenericAdapter, obj: Object, present: dict[str, Object]) -> bool:

@@ -398,8 +398,10 @@ async def test_a_run_no_worker_can_ever_fit_fails_with_the_reasons_and_one_waiti
         await placed(s, name)
     await submit(s, "waits-for-room")
     await submit(s, "needs-gpu", **{"multikueue.x-k8s.io/worker-selector": "accelerator=a100"})
-    failed = await s.wait(s.runs("manager"), "needs-gpu", lambda r: notes(r).get(PHASE) == "Failed",
-                          "marked Failed after inadmissibleTimeout")  # fmt: skip
+    # The phase is written first, then the condition: both are waited for.
+    failed = await s.wait(s.runs("manager"), "needs-gpu", lambda r: notes(r).get(PHASE) == "Failed"
+                          and (placement_condition(r) or {}).get("reason") == "NoWorkerCanRun",
+                          "marked Failed after inadmissibleTimeout, and said why")  # fmt: skip
     condition = placement_condition(failed)
     assert (condition["status"], condition["reason"]) == ("False", "NoWorkerCanRun")
     assert condition["message"].startswith("no worker can run it (for 3s, inadmissibleTimeout): no worker fits; ")

@@ -105,8 +105,16 @@ async def lift_finalizer(s: Scenario, worker: str, name: str) -> None:
         await s.runs(worker).patch(name, {"metadata": {"finalizers": None}}, s.namespace)
 
 
-async def event_messages(s: Scenario, name: str, reason: str) -> list[str]:
-    return [e.message for e in await s.events(name) if e.reason == reason]
+async def told(s: Scenario, name: str, reason: str, *parts: str) -> str:
+    """The message of the first Event about ``name`` with ``reason`` that holds every one of ``parts``, once there
+    (an Event is recorded after the write it tells of)."""
+
+    async def messages() -> list[str]:
+        return [e.message for e in await s.events(name) if e.reason == reason]
+
+    found = await eventually(messages, until=lambda ms: any(all(p in m for p in parts) for m in ms), timeout=30,
+                             what=f"a {reason} Event about {name} saying {parts}")  # fmt: skip
+    return next(m for m in found if all(p in m for p in parts))
 
 
 def pinned(name: str) -> dict[str, Any]:
@@ -172,8 +180,7 @@ async def test_kueue_a_same_named_run_waits_for_the_earlier_copy_its_finalizer_h
         assert FINALIZER in check(s, workload)["message"], check(s, workload)
         assert not (await s.get(s.runs("manager"), "build")).get("status"), "the earlier run's result is shown"
         assert copy_uid(await s.get(s.runs("worker1"), "build")) != uid(second)
-        stale_events = await event_messages(s, "build", "StaleCopy")
-        assert any("earlier run of that name" in m for m in stale_events), stale_events
+        await told(s, "build", "StaleCopy", "earlier run of that name")
     finally:
         await lift_finalizer(s, "worker1", "build")
 
@@ -510,8 +517,7 @@ async def test_kueue_a_finished_copy_pruned_while_the_dispatcher_was_down_finish
     workload = await s.wait(s.workloads("manager"), wl_name, finished, "the manager Workload finished")
     assert finished(workload)["reason"] == "Succeeded"  # type: ignore[index]
     assert "deleted there" in finished(workload)["message"]  # type: ignore[index]
-    lost = await event_messages(s, "pruned", "FinalStatusLost")
-    assert any("worker" in m and "before its final status reached the manager" in m for m in lost), lost
+    await told(s, "pruned", "FinalStatusLost", "worker", "before its final status reached the manager")
     for worker in ("worker1", "worker2"):
         assert await s.runs(worker).get("pruned", s.namespace) is None, f"made again on {worker}"
 
@@ -536,23 +542,40 @@ async def test_kueue_a_run_whose_copies_were_both_deleted_there_is_not_run_again
 
 
 @pytest.mark.parametrize("multikueue_config", [direct()])
-async def test_direct_a_copy_deleted_on_its_worker_is_not_made_again(scenario: Scenario, proxy: ApiProxy) -> None:
+@pytest.mark.parametrize("mirrored", ["running", "final, its phase not written yet"])
+async def test_direct_a_copy_deleted_on_its_worker_is_not_made_again(
+    scenario: Scenario, proxy: ApiProxy, mirrored: str
+) -> None:
+    """The copy on worker1 is deleted there while the dispatcher is down (and worker1's list is held when it is
+    back). It is never made again: the run is Failed with `CopyDeleted`, or, when its final status had already been
+    mirrored (the dispatcher stopped before it wrote the phase), finished as that status says."""
     s = scenario
     await on_worker1(s, "pruned")
     await s.runs("worker1").patch_status("pruned", {"status": running_status("pruned")}, s.namespace)
     await s.wait(s.runs("manager"), "pruned", lambda r: r["status"].get("startTime"), "its status mirrored")
     assert s.stop_manager is not None
     s.stop_manager()
+    if mirrored != "running":  # as the mirror wrote it just before the process stopped
+        await s.runs("manager").patch_status("pruned", {"status": final_status("pruned", "done")}, s.namespace)
     await s.runs("worker1").delete("pruned", s.namespace)
     proxy.hold("GET", "/pipelineruns")  # worker1's cache of PipelineRuns still listing when the run is looked at
+    phase = "Failed" if mirrored == "running" else "Finished"
     try:
         await s.start_manager()
-        failed = lambda r: notes(r).get("multikueue.x-k8s.io/phase") == "Failed"  # noqa: E731
-        done = await s.wait(s.runs("manager"), "pruned", failed, "the run marked Failed")
+        reason = "CopyDeleted" if phase == "Failed" else "Placed"  # the phase is written first, then the condition
+
+        def ended(run: Any) -> bool:
+            return notes(run).get("multikueue.x-k8s.io/phase") == phase and placement_condition(run)["reason"] == reason
+
+        done = await s.wait(s.runs("manager"), "pruned", ended, f"the run {phase}")
     finally:
         proxy.release()
-    assert placement_condition(done)["reason"] == "CopyDeleted", placement_condition(done)
-    assert "not run again" in placement_condition(done)["message"]
+    assert notes(done)["multikueue.x-k8s.io/phase"] == phase, notes(done)
+    if phase == "Failed":
+        assert placement_condition(done)["reason"] == "CopyDeleted", placement_condition(done)
+        assert "not run again" in placement_condition(done)["message"]
+    else:
+        assert placement_condition(done)["reason"] == "Placed", placement_condition(done)
     for worker in ("worker1", "worker2"):
         assert await s.runs(worker).get("pruned", s.namespace) is None, f"made again on {worker}"
 

@@ -45,6 +45,12 @@ def workload(
 RESERVED = cond("QuotaReserved")
 
 
+def replacing(wl: Object) -> Object:
+    """The Workload with this controller's check saying it replaces the recorded worker's copies."""
+    wl["status"]["admissionChecks"][0]["message"] = d.REPLACING
+    return wl
+
+
 def copy_(*conditions: Object, spec: Object | None = None) -> Object:
     return workload(*conditions, spec=spec)
 
@@ -301,6 +307,18 @@ CASES: list[tuple[str, d.Group, d.Step]] = [
         "Ready, the admitting worker lost for less than the timeout",
         group(workload(RESERVED, state="Ready", cluster="w2"), connected=("w1",), lost_since={"w2": 900.0}),
         d.AwaitLostWorker("w2", 800.0, 900.0),
+    ),
+    (
+        "Ready, not tried yet by a replica that took over long after the worker's outage clock began: still waited",
+        group(
+            workload(RESERVED, state="Ready", cluster="w2"), connected=("w1",), settling=("w2",), lost_since={"w2": 0.0}
+        ),
+        d.Wait(d.HOLDING_UNKNOWN_RECHECK),
+    ),
+    (
+        "Ready, its copies gone while this dispatcher replaces them: re-admitted, not lost",
+        group(replacing(workload(RESERVED, state="Ready", cluster="w1")), {}, holding={"w1": False}, ran_there=True),
+        d.RetryAdmission("Admitting remote no longer exists"),
     ),
     (
         "Ready, the admitting worker not tried yet by a replica that took over: waited for, nothing told yet",
