@@ -345,15 +345,25 @@ async def create(worker: Worker, gvk: GroupVersionKind, body: Object) -> tuple[b
 
 
 def has_mirrored_status(obj: Object, keep_conditions: frozenset[str] = frozenset()) -> bool:
-    """Whether the manager object carries a status mirrored from a worker (anything but this controller's own
-    conditions, ``keep_conditions``): its copy ran there."""
+    """Whether the manager object carries a status mirrored from a worker: its copy ran there. Not this
+    controller's own conditions (``keep_conditions``), and not the zero values a kind's schema defaults fill in on
+    the manager itself (RayJob's ``failed: 0, succeeded: 0``)."""
     for field, value in (obj.get("status") or {}).items():
         if field == "conditions":
             if any(c.get("type") not in keep_conditions for c in value or [] if isinstance(c, dict)):
                 return True
-        elif value not in (None, "", [], {}):
+        elif _written(value):
             return True
     return False
+
+
+def _written(value: Any) -> bool:
+    """A value someone wrote: not empty, and not made only of zeros, false and empty values."""
+    if isinstance(value, dict):
+        return any(_written(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_written(v) for v in value)
+    return value not in (None, "", 0, False)
 
 
 def is_ours(remote: Object, origin: str) -> bool:

@@ -56,6 +56,10 @@ def test_a_run_is_read_from_its_manager_object() -> None:
         ({"conditions": [{"type": "Succeeded", "status": "Unknown"}]}, True),
         ({"startTime": "2026-08-01T10:00:01Z"}, True),
         ({"childReferences": []}, False),
+        ({"failed": 0, "succeeded": 0}, False),  # RayJob's schema defaults, filled in on the manager
+        ({"failed": 0, "succeeded": 1}, True),
+        ({"jobDeploymentStatus": "Running", "failed": 0}, True),
+        ({"restarts": 0, "replicatedJobsStatus": [{"name": "w", "ready": 0}]}, True),  # JobSet reported it
     ],
 )
 def test_a_status_mirrored_from_a_worker_is_told_from_this_controllers_own(status: Any, mirrored: bool) -> None:
