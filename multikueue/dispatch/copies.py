@@ -211,7 +211,7 @@ async def sync(
         if want is Want.OBSERVE:
             return Absent(obj=obj) if listed else Unlisted(obj=obj)
         # A run that ran there is read live whatever the cache says (it may still be listing): never made twice.
-        found = await (_gone_or_found(worker, adapter, obj) if ran_there else
+        found = await (_gone_or_found(worker, adapter, obj, origin) if ran_there else
                        _create(worker, adapter, obj, origin=origin, workload_name=workload_name))  # fmt: skip
         if not isinstance(found, dict):
             return found
@@ -256,18 +256,18 @@ async def _create(
     except WorkerWriteFailed as e:
         if not e.refused:
             raise  # no answer, or one that may change: the copy may be there
-        there = await look_up(worker, adapter.gvk, ObjectKey.of(obj), e)
+        there = await look_up(worker, adapter.gvk, ObjectKey.of(obj), origin, e)
         return CreateRefused(obj=obj, error=e) if there is None else there
     if created:
         return Created(obj=obj)
     return Vanished(obj=obj) if existing is None else existing
 
 
-async def _gone_or_found(worker: Worker, adapter: GenericAdapter, obj: Object) -> Gone | Object:
+async def _gone_or_found(worker: Worker, adapter: GenericAdapter, obj: Object, origin: str) -> Gone | Object:
     """The copy the run had there, not in the listed cache: read live (the cache may lag); gone, it is not made
     again."""
     key = ObjectKey.of(obj)
-    there = await look_up(worker, adapter.gvk, key)
+    there = await look_up(worker, adapter.gvk, key, origin)
     if there is not None:
         return there
     message = gone_message(adapter.gvk.kind, key, worker.name)
@@ -281,7 +281,7 @@ def gone_message(kind: str, key: ObjectKey, worker: str) -> str:
 
 
 async def look_up(
-    worker: Worker, gvk: GroupVersionKind, key: ObjectKey, refusal: WorkerWriteFailed | None = None
+    worker: Worker, gvk: GroupVersionKind, key: ObjectKey, origin: str, refusal: WorkerWriteFailed | None = None
 ) -> Object | None:
     """The object of that name on the worker, read live (kept as cached when it is this origin's, until its watch
     event comes); a failed read raises ``refusal`` (whether the copy is there is then not known) or the error."""
@@ -292,8 +292,8 @@ async def look_up(
             raise WorkerWriteFailed(worker.name, "read (after a refused create)", gvk.kind, key.namespace, key.name,
                                     e) from None  # fmt: skip
         raise
-    if there is not None and worker.copy(gvk, key) is None:
-        worker.remember_created(gvk, there)  # a foreign object is not: the cache holds this origin's only
+    if there is not None and is_ours(there, origin) and worker.copy(gvk, key) is None:
+        worker.remember_created(gvk, there)  # a foreign object never is: the cache holds this origin's only
     return there
 
 
@@ -315,10 +315,10 @@ async def _stale(worker: Worker, adapter: GenericAdapter, obj: Object, worker_ob
 
 def going_for(worker_obj: Object) -> float:
     """Seconds since the copy's deletion began, as the worker's clock wrote it (0 when it is not being deleted)."""
-    return _seconds_since(worker_obj["metadata"].get("deletionTimestamp"))
+    return seconds_since(worker_obj["metadata"].get("deletionTimestamp"))
 
 
-def _seconds_since(timestamp: str | None) -> float:
+def seconds_since(timestamp: str | None) -> float:
     """Seconds since an RFC 3339 time the worker wrote (0 when none, or unreadable)."""
     if not timestamp:
         return 0.0

@@ -384,7 +384,7 @@ class WorkloadReconciler:
             case copies.Absent() | copies.Unlisted():
                 # Not cached (its cache may still be listing after a failover, a reload or a reconnect, or its watch
                 # lag): read live, as Kueue reads the remote job. Gone there, the final status cannot come.
-                if await copies.look_up(worker, work.adapter.gvk, work.obj_key) is not None:
+                if await copies.look_up(worker, work.adapter.gvk, work.obj_key, self.origin) is not None:
                     return Result(requeue_after=0.0)  # kept as cached: mirrored by the next pass, then finished
                 message = copies.gone_message(work.adapter.gvk.kind, work.obj_key, step.cluster)
                 await self.status.finish(work.workload, step.reason, f"{step.message} ({message})")
@@ -712,7 +712,7 @@ class WorkloadReconciler:
             return
         self.metrics.objects_dispatched.labels(kind, worker).inc()
         reserved = wl.condition(workload, wl.QUOTA_RESERVED) or {}
-        if since := _seconds_since(reserved.get("lastTransitionTime")):
+        if since := copies.seconds_since(reserved.get("lastTransitionTime")):
             self.metrics.dispatch_latency.labels(kind, worker).observe(since)
 
     async def _remove_from_worker(
@@ -751,16 +751,6 @@ def _ran_there(workload: Object, adapter: GenericAdapter, obj: Object, present: 
     if wl.adopted_by(present.get(recorded), adapter.gvk.kind, obj["metadata"]["name"]):
         return True
     return copies.has_mirrored_status(obj) and not wl.evicted_before(workload)
-
-
-def _seconds_since(timestamp: str | None) -> float | None:
-    if not timestamp:
-        return None
-    try:
-        then = datetime.datetime.strptime(timestamp, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=datetime.UTC)
-    except ValueError:
-        return None
-    return max(0.0, (datetime.datetime.now(datetime.UTC) - then).total_seconds())
 
 
 def _named(key: ObjectKey) -> tuple[str, str]:
