@@ -19,6 +19,7 @@ RUN set -eu; \
     if ls /wheelhouse/*.whl >/dev/null 2>&1; then echo "--no-index --find-links /wheelhouse" >/pip-index; else : >/pip-index; fi; \
     /opt/multikueue/bin/pip install $(cat /pip-index) /src; \
     /opt/multikueue/bin/pip uninstall --yes multikueue
+# The controller's package only: the test bed and the demo are testbed/'s distribution, never in the image.
 COPY multikueue /src/multikueue
 RUN /opt/multikueue/bin/pip install --no-deps $(cat /pip-index) /src && /opt/multikueue/bin/multikueue --version
 

@@ -14,12 +14,13 @@ test: lint typecheck binaries pytest e2e soak-short
 
 lint: $(VENV)/.installed
 	@echo "==> ruff"
-	$(BIN)/ruff check multikueue tests e2e bench
-	$(BIN)/ruff format --check multikueue tests e2e bench
+	$(BIN)/ruff check multikueue testbed tests e2e bench
+	$(BIN)/ruff format --check multikueue testbed tests e2e bench
 	@echo "==> import contracts (the layers in docs/architecture.md)"
 	$(BIN)/lint-imports
-	@echo "==> every imported distribution declared, none unused (deptry)"
+	@echo "==> every imported distribution declared, none unused (deptry; the test bed against its own pyproject.toml)"
 	$(BIN)/deptry .
+	$(BIN)/deptry testbed --config testbed/pyproject.toml
 
 typecheck: $(VENV)/.installed
 	@echo "==> mypy (strict)"
@@ -29,12 +30,12 @@ binaries: $(VENV)/.installed
 	@echo "==> kube-apiserver, kubectl and etcd (KUBEBUILDER_ASSETS, the cache, or a build from the Go module proxy)"
 	$(BIN)/multikueue testbed binaries
 	@echo "==> helm, promtool and prometheus (the chart's and the monitoring's tests; built once from their Go modules)"
-	$(BIN)/python -c "from multikueue.testing.interop import helm_binary; print(helm_binary(print))"
-	$(BIN)/python -c "from multikueue.testing.interop import prometheus_binary as p; print(p('promtool', print), p('prometheus', print))"
+	$(BIN)/python -c "from multikueue_testbed.interop import helm_binary; print(helm_binary(print))"
+	$(BIN)/python -c "from multikueue_testbed.interop import prometheus_binary as p; print(p('promtool', print), p('prometheus', print))"
 
 pytest: $(VENV)/.installed
 	@echo "==> Kueue v0.19.2 as released and with the worker-client fix (test_kueue_fix.py, the bench; built once from the Go module proxy, ~5 min each cold)"
-	$(BIN)/python -c "from bench.kueue import FIX_PATCH; from multikueue.testing.interop import kueue_binary, patched_kueue_binary; print(kueue_binary(print)); print(patched_kueue_binary(FIX_PATCH, print))"
+	$(BIN)/python -c "from bench.kueue import FIX_PATCH; from multikueue_testbed.interop import kueue_binary, patched_kueue_binary; print(kueue_binary(print)); print(patched_kueue_binary(FIX_PATCH, print))"
 	@echo "==> pytest"
 	$(BIN)/pytest --durations=15
 
@@ -65,7 +66,7 @@ soak-short: $(VENV)/.installed binaries
 # from their Go modules (cached; ~20 min cold) and run on a bed of their own.
 interop: $(VENV)/.installed binaries
 	@echo "==> interop components: Kueue, kwok, Tekton, tekton-kueue, JobSet, controller-manager, scheduler (built once from their Go modules; ~10 min cold)"
-	$(BIN)/python -c "from multikueue.testing.interop import build_components; build_components(print)"
+	$(BIN)/python -c "from multikueue_testbed.interop import build_components; build_components(print)"
 	@echo "==> interop: real Kueue on every cluster, Tekton on the workers, pods run by kwok"
 	$(BIN)/pytest e2e/interop -o timeout=1800 --durations=5
 # The benchmark (bench/README.md): BENCH_ARGS for one run, e.g. BENCH_ARGS="--mode direct --workers 5 --objects 1000";
@@ -106,13 +107,14 @@ kind-down: $(VENV)/.installed
 	DOCKER_HOST=$(KIND_DOCKER_HOST) $(BIN)/python -m e2e.kind.clusters down
 	e2e/kind/engine.sh stop
 
-$(VENV)/.installed: pyproject.toml
+# The controller with its test dependencies and the test bed (testbed/, a distribution of its own), both editable.
+$(VENV)/.installed: pyproject.toml testbed/pyproject.toml
 	@$(PYTHON) -c 'import sys; assert sys.version_info >= (3, 11), "Python >= 3.11 is required, found " + sys.version'
-	@echo "==> creating $(VENV) and installing the project with its test dependencies"
+	@echo "==> creating $(VENV) and installing the project with its test dependencies and the test bed"
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --progress-bar on -e '.[test]'
+	$(BIN)/pip install --progress-bar on -e '.[test]' -e ./testbed
 	@touch $@
 
 clean:
-	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache *.egg-info
+	rm -rf $(VENV) .mypy_cache .ruff_cache .pytest_cache *.egg-info testbed/*.egg-info

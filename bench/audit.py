@@ -17,9 +17,9 @@ from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from multikueue.kube.client import ApiClient
-from multikueue.testing.accounts import mint_service_account_kubeconfig
-from multikueue.testing.client import k8s, raw_body
-from multikueue.testing.testbed import Cluster
+from multikueue_testbed.accounts import mint_service_account_kubeconfig
+from multikueue_testbed.client import k8s, raw_body
+from multikueue_testbed.testbed import Cluster
 
 LOG = "audit.log"
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from multikueue import specdigest
 from multikueue.runtime.informer import compact
-from multikueue.testing.kueue import workload_for
+from multikueue_testbed.kueue import workload_for
 
 Object = dict[str, Any]
 

@@ -46,10 +46,10 @@ from multikueue.dispatch.workload_state import clone_for_create
 from multikueue.kube.addresses import WORKLOADS, GroupVersionKind
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
 from multikueue.kube.resources import Objects
-from multikueue.testing import crds, kueue
-from multikueue.testing.client import k8s, raw_body
-from multikueue.testing.objects import pipelinerun
-from multikueue.testing.testbed import TestBed
+from multikueue_testbed import crds, kueue
+from multikueue_testbed.client import k8s, raw_body
+from multikueue_testbed.objects import pipelinerun
+from multikueue_testbed.testbed import TestBed
 
 Object = dict[str, Any]
 SOURCE = ROOT / "bench" / "ceiling"

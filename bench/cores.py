@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from multikueue.testing.testbed import TestBed
+from multikueue_testbed.testbed import TestBed
 
 SERVERS = frozenset({0})
 """The core etcd and every kube-apiserver run on."""

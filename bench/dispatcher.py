@@ -13,9 +13,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.samples import Sample
 
 from bench import proc
-from multikueue.testing.dispatcher import run_argv
-from multikueue.testing.testbed import free_port
-from multikueue.testing.waiting import eventually
+from multikueue_testbed.dispatcher import run_argv
+from multikueue_testbed.testbed import free_port
+from multikueue_testbed.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[1]
 

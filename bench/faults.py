@@ -23,7 +23,7 @@ from typing import Any
 import anyio
 
 from bench.dispatcher import Dispatcher, Shards
-from multikueue.testing.testbed import TestBed
+from multikueue_testbed.testbed import TestBed
 
 CYCLE = ("pause", "dispatcher", "kill")
 PAUSE_SECONDS = (5.0, 40.0)

@@ -22,7 +22,7 @@ import anyio
 from bench import proc
 from multikueue.kube.client import ApiClient
 from multikueue.pki import CertificateAuthority
-from multikueue.testing.interop import KueueProcess
+from multikueue_testbed.interop import KueueProcess
 
 MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
 PIPELINERUN = "PipelineRun.v1.tekton.dev"

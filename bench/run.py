@@ -53,18 +53,18 @@ from multikueue.kube.errors import Conflict, NotFound
 from multikueue.kube.resources import Objects
 from multikueue.labels import ORIGIN_LABEL, PLACEMENT_PHASE
 from multikueue.runtime.informer import DELETED, Informer
-from multikueue.testing import crds, kueue
-from multikueue.testing.client import k8s, raw_body
-from multikueue.testing.interop import (
+from multikueue_testbed import crds, kueue
+from multikueue_testbed.client import k8s, raw_body
+from multikueue_testbed.interop import (
     KUEUE_NAMESPACE,
     ComponentUnavailable,
     KueueProcess,
     kueue_binary,
     patched_kueue_binary,
 )
-from multikueue.testing.objects import pipelinerun
-from multikueue.testing.testbed import TestBed
-from multikueue.testing.waiting import eventually
+from multikueue_testbed.objects import pipelinerun
+from multikueue_testbed.testbed import TestBed
+from multikueue_testbed.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"

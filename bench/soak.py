@@ -58,9 +58,9 @@ from multikueue.kube.errors import Conflict
 from multikueue.kube.resources import Objects
 from multikueue.labels import ORIGIN_LABEL, PLACEMENT_PHASE, PLACEMENT_WORKER
 from multikueue.runtime.informer import ADDED, DELETED, Informer
-from multikueue.testing import crds, kueue
-from multikueue.testing.client import k8s, raw_body
-from multikueue.testing.testbed import TestBed
+from multikueue_testbed import crds, kueue
+from multikueue_testbed.client import k8s, raw_body
+from multikueue_testbed.testbed import TestBed
 
 Object = dict[str, Any]
 LIFETIME = (1.0, 8.0)

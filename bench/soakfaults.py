@@ -32,7 +32,7 @@ from bench.faults import Outages, ticks
 from multikueue.kube.addresses import Resource
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import Objects
-from multikueue.testing.testbed import TestBed
+from multikueue_testbed.testbed import TestBed
 
 CYCLE = ("worker-pause", "leader-kill", "worker-kill", "manager-restart", "etcd-pause", "secret-rotate",
          "config-reload", "crd-upgrade")  # fmt: skip

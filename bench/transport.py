@@ -27,7 +27,7 @@ import anyio
 
 from bench import proc
 from bench.run import say
-from multikueue.testing.testbed import TestBed
+from multikueue_testbed.testbed import TestBed
 
 NAME, NAMESPACE = "transport", "default"
 OBJECTS = 256  # request i reads or writes ConfigMap i % OBJECTS: no two writes in flight queue on one object

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from multikueue import __version__
-from multikueue.testing.binaries import cache_root
+from multikueue_testbed.binaries import cache_root
 
 ROOT = Path(__file__).resolve().parents[1]
 BASE_IMAGE = "local/multikueue-base:bookworm"

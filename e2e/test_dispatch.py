@@ -18,9 +18,9 @@ from multikueue.kube.addresses import MULTIKUEUE_CLUSTERS, WORKLOADS, Resource
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import Objects
 from multikueue.labels import ORIGIN_LABEL
-from multikueue.testing import kueue
-from multikueue.testing.client import k8s
-from multikueue.testing.waiting import eventually
+from multikueue_testbed import kueue
+from multikueue_testbed.client import k8s
+from multikueue_testbed.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[1]
 PIPELINERUNS = Resource("tekton.dev", "v1", "pipelineruns", "PipelineRun")

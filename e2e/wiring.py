@@ -16,8 +16,8 @@ from multikueue.kube.addresses import ADMISSION_CHECKS, MULTIKUEUE_CLUSTERS
 from multikueue.kube.client import api_client_from_kubeconfig
 from multikueue.kube.resources import Objects
 from multikueue.labels import WORKER_IDENTITY_ANNOTATION as IDENTITY
-from multikueue.testing.testbed import kubeconfig_document
-from multikueue.testing.waiting import eventually
+from multikueue_testbed.testbed import kubeconfig_document
+from multikueue_testbed.waiting import eventually
 
 ROOT = Path(__file__).resolve().parents[1]
 SYSTEM = "multikueue-system"

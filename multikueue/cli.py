@@ -198,22 +198,25 @@ def _build_parser() -> argparse.ArgumentParser:
         "--extra",
         action="append",
         default=[],
-        choices=OPTIONAL_KUBERNETES_COMMANDS,  # kept in step with multikueue.testing.binaries (a unit test)
+        choices=OPTIONAL_KUBERNETES_COMMANDS,  # kept in step with multikueue_testbed.binaries (a unit test)
         help="also build this optional program (repeatable)",
     )
     return parser
 
 
 OPTIONAL_KUBERNETES_COMMANDS = ("kube-controller-manager", "kube-scheduler", "kubelet", "kubeadm", "kube-proxy")
-"""What ``testbed binaries --extra`` may build (multikueue.testing.binaries's list, kept equal by a unit test: the
+"""What ``testbed binaries --extra`` may build (multikueue_testbed.binaries's list, kept equal by a unit test: the
 controller's CLI imports nothing of the test bed until a test-bed command runs)."""
 
 
 def _without_test_bed(command: str) -> str | None:
-    """The one line for a test-bed command in an installation without the test bed's extra, or ``None``."""
-    if importlib.util.find_spec("kubernetes_asyncio") is not None:
+    """The one line for a test-bed command where the test bed (its own distribution) is not installed, or ``None``."""
+    if importlib.util.find_spec("multikueue_testbed") is not None:
         return None
-    return f"multikueue: `multikueue {command}` needs the local test bed: pip install 'multikueue[testbed]'"
+    return (
+        f"multikueue: `multikueue {command}` needs the local test bed, the multikueue-testbed distribution: "
+        "pip install ./testbed (from a checkout of the repository)"
+    )
 
 
 def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
@@ -221,7 +224,7 @@ def _raise_interrupt(signum: int, frame: FrameType | None) -> None:
 
 
 def _testbed_binaries(extra: Sequence[str]) -> int:
-    from multikueue.testing.binaries import find_binaries
+    from multikueue_testbed.binaries import find_binaries
 
     found = find_binaries(extra=extra)
     print(f"{found.directory} ({found.source}): {found.version()}")
@@ -230,8 +233,8 @@ def _testbed_binaries(extra: Sequence[str]) -> int:
 
 def _testbed_up(once: bool, install: bool) -> int:
 
-    from multikueue.testing import crds
-    from multikueue.testing.testbed import TestBed
+    from multikueue_testbed import crds
+    from multikueue_testbed.testbed import TestBed
 
     with TestBed() as bed:
         if install:
@@ -752,7 +755,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(missing, file=sys.stderr)
             return 2
         if args.command == "demo":
-            from multikueue import demo as demo_module
+            from multikueue_testbed import demo as demo_module
 
             return demo_module.main(once=args.once, mode=args.mode)
         if args.command == "testbed" and args.testbed_command == "up":

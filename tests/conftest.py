@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import structlog
 
-pytest_plugins = ["multikueue.testing.fixtures"]
+pytest_plugins = ["multikueue_testbed.fixtures"]
 
 _INTEGRATION = Path(__file__).parent / "integration"
 

@@ -19,10 +19,10 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
 from multikueue.pki import CertificateAuthority
-from multikueue.testing import crds
-from multikueue.testing.binaries import find_binaries
-from multikueue.testing.client import k8s, raw_body
-from multikueue.testing.interop import (
+from multikueue_testbed import crds
+from multikueue_testbed.binaries import find_binaries
+from multikueue_testbed.client import k8s, raw_body
+from multikueue_testbed.interop import (
     TEKTON_NAMESPACE,
     ClusterRuntime,
     ComponentUnavailable,
@@ -35,8 +35,8 @@ from multikueue.testing.interop import (
     tekton_config_maps,
     tekton_kueue_binary,
 )
-from multikueue.testing.profiles import PLUGIN_API_VERSION, write_credentials, write_plugin
-from multikueue.testing.testbed import TestBed
+from multikueue_testbed.profiles import PLUGIN_API_VERSION, write_credentials, write_plugin
+from multikueue_testbed.testbed import TestBed
 
 WORKERS = ("worker1", "worker2")
 COMPLETE_AFTER_MS = 8000  # a TaskRun's pod runs this long: long enough to cancel a run in flight

@@ -28,11 +28,11 @@ from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import Objects
 from multikueue.owners import workload_name
 from multikueue.pki import CertificateAuthority
-from multikueue.testing import crds, kueue
-from multikueue.testing.client import k8s, raw_body
-from multikueue.testing.dispatcher import running
-from multikueue.testing.interop import COMPLETE_LABEL, ComponentUnavailable, jobset_binary
-from multikueue.testing.waiting import eventually
+from multikueue_testbed import crds, kueue
+from multikueue_testbed.client import k8s, raw_body
+from multikueue_testbed.dispatcher import running
+from multikueue_testbed.interop import COMPLETE_LABEL, ComponentUnavailable, jobset_binary
+from multikueue_testbed.waiting import eventually
 
 KUEUES, OURS = "worker1", "worker2"
 JOBSET = GroupVersionKind("jobset.x-k8s.io", "v1alpha2", "JobSet")

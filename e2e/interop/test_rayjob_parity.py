@@ -26,10 +26,10 @@ from multikueue.kube.addresses import WORKLOADS, GroupVersionKind, Resource
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import Objects
 from multikueue.owners import workload_name
-from multikueue.testing import crds, kueue
-from multikueue.testing.client import k8s, raw_body
-from multikueue.testing.dispatcher import running
-from multikueue.testing.waiting import eventually
+from multikueue_testbed import crds, kueue
+from multikueue_testbed.client import k8s, raw_body
+from multikueue_testbed.dispatcher import running
+from multikueue_testbed.waiting import eventually
 
 KUEUES, OURS = "worker1", "worker2"
 RAYJOB = GroupVersionKind("ray.io", "v1", "RayJob")

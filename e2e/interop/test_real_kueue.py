@@ -21,13 +21,13 @@ from multikueue.kube.addresses import CLUSTER_PROFILES, MULTIKUEUE_CLUSTERS, WOR
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import Objects
 from multikueue.owners import workload_name
-from multikueue.testing import kueue
-from multikueue.testing.client import k8s, raw_body
-from multikueue.testing.dispatcher import running
-from multikueue.testing.interop import KUEUE_NAMESPACE, start_tekton_kueue_controller
-from multikueue.testing.objects import pipelinerun
-from multikueue.testing.profiles import profile_status, put_cluster_profile, requests_logged
-from multikueue.testing.waiting import eventually, wait_until
+from multikueue_testbed import kueue
+from multikueue_testbed.client import k8s, raw_body
+from multikueue_testbed.dispatcher import running
+from multikueue_testbed.interop import KUEUE_NAMESPACE, start_tekton_kueue_controller
+from multikueue_testbed.objects import pipelinerun
+from multikueue_testbed.profiles import profile_status, put_cluster_profile, requests_logged
+from multikueue_testbed.waiting import eventually, wait_until
 
 CONTROLLER = "multikueue.x-k8s.io/external-dispatcher"
 WORKER_SELECTOR = "multikueue.x-k8s.io/worker-selector"

@@ -31,8 +31,8 @@ import yaml
 from e2e.images import BASE_IMAGE, ImageError, build_dispatcher_image
 from e2e.kind.node import NodeImageError, docker, has_image, programs, run, say
 from multikueue import __version__
-from multikueue.testing import crds
-from multikueue.testing.interop import (
+from multikueue_testbed import crds
+from multikueue_testbed.interop import (
     LOCAL_PATH_MODULE,
     LOCAL_PATH_VERSION,
     TEKTON_KUEUE_VERSION,

@@ -31,7 +31,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from multikueue.testing.binaries import KUBERNETES_VERSION, cache_root, find_binaries
+from multikueue_testbed.binaries import KUBERNETES_VERSION, cache_root, find_binaries
 
 KIND_VERSION = "v0.33.0"
 CONTAINERD_VERSION = "v2.2.0"

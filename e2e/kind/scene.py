@@ -19,9 +19,9 @@ from multikueue.kube.addresses import WORKLOADS, Resource
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import Objects
 from multikueue.runtime.informer import DELETED, Informer
-from multikueue.testing import kueue
-from multikueue.testing.client import k8s
-from multikueue.testing.waiting import eventually
+from multikueue_testbed import kueue
+from multikueue_testbed.client import k8s
+from multikueue_testbed.waiting import eventually
 
 PIPELINERUNS = Resource("tekton.dev", "v1", "pipelineruns", "PipelineRun")
 TASKRUNS = Resource("tekton.dev", "v1", "taskruns", "TaskRun")

@@ -23,8 +23,8 @@ from e2e.providers import CLUSTERS
 from e2e.providers.kind import NAMES, KindEnvironment
 from e2e.wiring import kubectl
 from multikueue.pki import CertificateAuthority
-from multikueue.testing.crds import ModuleSource
-from multikueue.testing.interop import TEKTON_KUEUE_MODULE, TEKTON_KUEUE_VERSION
+from multikueue_testbed.crds import ModuleSource
+from multikueue_testbed.interop import TEKTON_KUEUE_MODULE, TEKTON_KUEUE_VERSION
 
 SOURCE = ModuleSource(TEKTON_KUEUE_MODULE, TEKTON_KUEUE_VERSION)
 CERT_MANAGER = "cert-manager.io/"

@@ -42,9 +42,9 @@ from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import Objects
 from multikueue.labels import prebuilt_workload_of
 from multikueue.owners import workload_name
-from multikueue.testing import kueue
-from multikueue.testing.client import k8s
-from multikueue.testing.waiting import eventually
+from multikueue_testbed import kueue
+from multikueue_testbed.client import k8s
+from multikueue_testbed.waiting import eventually
 
 PR = GroupVersionKind("tekton.dev", "v1", "PipelineRun")
 
@@ -314,7 +314,7 @@ async def test_the_helm_chart_installs_dispatches_and_uninstalls_leaving_nothing
     """The chart in place of the kustomize deployment (the workers' Secrets and MultiKueueClusters stay): installed
     with Helm built from its module, a run dispatched and finished, uninstalled with nothing of it left."""
     from e2e.wiring import apply_manifests
-    from multikueue.testing.interop import helm_binary
+    from multikueue_testbed.interop import helm_binary
 
     helm = [str(helm_binary()), "--kubeconfig", str(kind.kubeconfig_path), "--kube-context", "manager", "-n", SYSTEM]
     namespaced = ["deployment/multikueue-controller", "configmap/multikueue-config", "service/multikueue-metrics",

@@ -26,7 +26,7 @@ from multikueue.kube.addresses import WORKLOADS
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import Objects
 from multikueue.runtime.informer import ADDED, DELETED, Informer
-from multikueue.testing.waiting import NotReached, eventually, wait_until
+from multikueue_testbed.waiting import NotReached, eventually, wait_until
 
 RUNS, EVERY = 40, 3.0  # two minutes of load, as long as the fault schedule below
 PAUSE, SETTLE = 25.0, 10.0  # a worker's node paused this long; quiet time after each fault

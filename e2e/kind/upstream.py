@@ -13,7 +13,7 @@ import yaml
 
 from e2e.kind.components import EXAMPLE_STEP_IMAGE
 from e2e.kind.scene import NAMESPACE, QUEUE
-from multikueue.testing import crds
+from multikueue_testbed import crds
 
 # Each example and what a team uses that it exercises. A volumeClaimTemplate's claim is bound by the workers' default
 # StorageClass, local-path-provisioner's (e2e/kind/components.py), as on any kind cluster. Left out: those resolving

@@ -21,9 +21,9 @@ import yaml
 from e2e import images
 from e2e.providers import CLUSTERS, Environment, ProviderUnavailable, dispatcher_args
 from multikueue.pki import CertificateAuthority, signing_key
-from multikueue.testing import crds
-from multikueue.testing.binaries import Binaries, find_binaries
-from multikueue.testing.testbed import Cluster, TestBedError, combined_kubeconfig, free_port
+from multikueue_testbed import crds
+from multikueue_testbed.binaries import Binaries, find_binaries
+from multikueue_testbed.testbed import Cluster, TestBedError, combined_kubeconfig, free_port
 
 os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")  # the reaper's image cannot be pulled here
 

@@ -9,10 +9,10 @@ from typing import Any
 import yaml
 
 from e2e.providers import Environment, dispatcher_args
-from multikueue.testing import TestBed, crds
-from multikueue.testing.dispatcher import run_argv
-from multikueue.testing.processes import ManagedProcess
-from multikueue.testing.testbed import free_port
+from multikueue_testbed import TestBed, crds
+from multikueue_testbed.dispatcher import run_argv
+from multikueue_testbed.processes import ManagedProcess
+from multikueue_testbed.testbed import free_port
 
 
 class LocalEnvironment(Environment):

@@ -16,9 +16,9 @@ from multikueue.kube.addresses import ADMISSION_CHECKS, MULTIKUEUE_CLUSTERS, MUL
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import Objects
 from multikueue.process import Process
-from multikueue.testing import TestBed, kueue
-from multikueue.testing.client import k8s
-from multikueue.testing.waiting import eventually
+from multikueue_testbed import TestBed, kueue
+from multikueue_testbed.client import k8s
+from multikueue_testbed.waiting import eventually
 
 
 async def _listed(objects: Objects) -> list[dict[str, Any]]:

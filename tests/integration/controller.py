@@ -6,8 +6,8 @@ from pathlib import Path
 
 import yaml
 
-from multikueue.testing import TestBed
-from multikueue.testing.dispatcher import run_argv as dispatcher_argv
+from multikueue_testbed import TestBed
+from multikueue_testbed.dispatcher import run_argv as dispatcher_argv
 
 
 def run_argv(bed: TestBed, directory: Path, config_text: str, *extra: str) -> list[str]:

@@ -24,10 +24,10 @@ from multikueue.kube.resources import Objects
 from multikueue.metrics import Metrics
 from multikueue.process import Process
 from multikueue.runtime.informer import ObjectKey
-from multikueue.testing import TestBed, kueue
-from multikueue.testing.client import k8s
-from multikueue.testing.objects import pipelinerun, running_status
-from multikueue.testing.waiting import eventually, wait_until
+from multikueue_testbed import TestBed, kueue
+from multikueue_testbed.client import k8s
+from multikueue_testbed.objects import pipelinerun, running_status
+from multikueue_testbed.waiting import eventually, wait_until
 
 CONTROLLER = "multikueue.x-k8s.io/external-dispatcher"
 PIPELINERUNS = Resource("tekton.dev", "v1", "pipelineruns", "PipelineRun")
@@ -231,8 +231,8 @@ async def scenario(
 @pytest.fixture
 async def widgets(scenario: Scenario) -> Any:
     """The Widget kind: strict on the manager, loose on worker1, absent from worker2."""
-    from multikueue.testing import crds
-    from multikueue.testing.objects import widget_crd
+    from multikueue_testbed import crds
+    from multikueue_testbed.objects import widget_crd
 
     await crds.install_crds(scenario.api["manager"], [widget_crd(strict_status=True)])
     await crds.install_crds(scenario.api["worker1"], [widget_crd(strict_status=False)])

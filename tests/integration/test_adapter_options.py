@@ -9,9 +9,9 @@ import pytest
 
 from multikueue.kube.addresses import Resource
 from multikueue.kube.events import record
-from multikueue.testing import kueue
-from multikueue.testing.objects import pipelinerun, running_status, widget
-from multikueue.testing.waiting import eventually
+from multikueue_testbed import kueue
+from multikueue_testbed.objects import pipelinerun, running_status, widget
+from multikueue_testbed.waiting import eventually
 from tests.integration.scenario import Scenario
 
 SUCCEEDED = '.status.conditions[?type=="Succeeded"].status'

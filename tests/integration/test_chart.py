@@ -12,8 +12,8 @@ import anyio
 import pytest
 import yaml
 
-from multikueue.testing import TestBed
-from multikueue.testing.interop import helm_binary
+from multikueue_testbed import TestBed
+from multikueue_testbed.interop import helm_binary
 from tests.integration.test_manifests import kubectl
 
 ROOT = Path(__file__).parents[2]

@@ -15,8 +15,8 @@ import yaml
 from kubernetes_asyncio import client as k8s_client
 
 from multikueue.kube.client import ApiClient
-from multikueue.testing import TestBed
-from multikueue.testing.client import k8s
+from multikueue_testbed import TestBed
+from multikueue_testbed.client import k8s
 from tests.integration.controller import run_argv
 
 

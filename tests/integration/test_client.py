@@ -16,10 +16,10 @@ from kubernetes_asyncio import client as k8s_client
 from multikueue.kube import events, leader
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig, rate_limit
 from multikueue.kube.errors import CredentialsUnavailable, Forbidden, NotFound, Unauthorized, summary
-from multikueue.testing import TestBed
-from multikueue.testing.accounts import mint_service_account_kubeconfig
-from multikueue.testing.client import k8s
-from multikueue.testing.waiting import eventually
+from multikueue_testbed import TestBed
+from multikueue_testbed.accounts import mint_service_account_kubeconfig
+from multikueue_testbed.client import k8s
+from multikueue_testbed.waiting import eventually
 
 
 class CountingLimiter:

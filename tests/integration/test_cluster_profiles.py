@@ -17,9 +17,9 @@ from multikueue.kube.addresses import CLUSTER_PROFILES, MULTIKUEUE_CLUSTERS
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import Objects
 from multikueue.runtime.informer import Informer
-from multikueue.testing import TestBed, crds, kueue
-from multikueue.testing.objects import running_status
-from multikueue.testing.profiles import (
+from multikueue_testbed import TestBed, crds, kueue
+from multikueue_testbed.objects import running_status
+from multikueue_testbed.profiles import (
     PLUGIN_API_VERSION,
     profile_status,
     put_cluster_profile,

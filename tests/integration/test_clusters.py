@@ -17,10 +17,10 @@ from kubernetes_asyncio import client as k8s_client
 from multikueue.kube.client import ApiClient
 from multikueue.process import Process
 from multikueue.reload import ConfigSource, load_configuration
-from multikueue.testing import TestBed
-from multikueue.testing.accounts import mint_service_account_kubeconfig
-from multikueue.testing.client import k8s, raw_body
-from multikueue.testing.waiting import eventually
+from multikueue_testbed import TestBed
+from multikueue_testbed.accounts import mint_service_account_kubeconfig
+from multikueue_testbed.client import k8s, raw_body
+from multikueue_testbed.waiting import eventually
 from tests.integration.clusters import Harness
 
 CONTROLLER = "multikueue.x-k8s.io/external-dispatcher"

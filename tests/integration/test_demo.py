@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from multikueue.testing.testbed import WORKDIR_PREFIX
+from multikueue_testbed.testbed import WORKDIR_PREFIX
 
 STORIES = {
     "direct": (

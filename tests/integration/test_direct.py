@@ -14,10 +14,10 @@ import pytest
 from multikueue.kube import discovery
 from multikueue.kube.addresses import Resource
 from multikueue.kube.client import ApiClient
-from multikueue.testing import crds, kueue
-from multikueue.testing.client import k8s
-from multikueue.testing.objects import pipelinerun, widget, widget_crd
-from multikueue.testing.waiting import eventually
+from multikueue_testbed import crds, kueue
+from multikueue_testbed.client import k8s
+from multikueue_testbed.objects import pipelinerun, widget, widget_crd
+from multikueue_testbed.waiting import eventually
 from tests.integration.scenario import Scenario
 
 WORKER, PHASE, AVOID = "multikueue.x-k8s.io/worker", "multikueue.x-k8s.io/phase", "multikueue.x-k8s.io/avoid"

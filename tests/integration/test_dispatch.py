@@ -13,10 +13,10 @@ from multikueue.kube.addresses import Resource
 from multikueue.kube.resources import Objects
 from multikueue.labels import PREBUILT_WORKLOAD
 from multikueue.runtime.informer import ObjectKey
-from multikueue.testing import kueue
-from multikueue.testing.client import k8s
-from multikueue.testing.objects import pipelinerun, running_status
-from multikueue.testing.waiting import eventually, wait_until
+from multikueue_testbed import kueue
+from multikueue_testbed.client import k8s
+from multikueue_testbed.objects import pipelinerun, running_status
+from multikueue_testbed.waiting import eventually, wait_until
 from tests.integration.controller import run_argv
 from tests.integration.scenario import Scenario
 
@@ -495,7 +495,7 @@ WIDGET_KIND = (
 async def test_a_kind_missing_on_a_worker_is_dispatched_only_where_it_exists(
     scenario: Scenario, widgets: Resource
 ) -> None:
-    from multikueue.testing.objects import widget
+    from multikueue_testbed.objects import widget
 
     s = scenario
     # The kind was installed after the controller started: its next look at the workers (every 30 s) finds it.
@@ -522,7 +522,7 @@ async def test_a_kind_missing_on_a_worker_is_dispatched_only_where_it_exists(
 
 @pytest.mark.parametrize("multikueue_config", [WIDGET_KIND])
 async def test_a_status_the_manager_rejects_is_reported_and_retried(scenario: Scenario, widgets: Resource) -> None:
-    from multikueue.testing.objects import widget
+    from multikueue_testbed.objects import widget
 
     s = scenario
     assert s.manager is not None
@@ -606,7 +606,7 @@ async def test_a_priority_change_reaches_the_copies_and_other_spec_changes_repla
 async def test_metrics_health_and_readiness_are_served(scenario: Scenario) -> None:
     from prometheus_client.parser import text_string_to_metric_families
 
-    from multikueue.testing import scrape
+    from multikueue_testbed import scrape
 
     s = scenario
     wl_name = await _admitted_on_worker2(s, "measured")

@@ -15,10 +15,10 @@ from kubernetes_asyncio import client as k8s_client
 
 from multikueue.kube import openapi
 from multikueue.kube.addresses import Resource
-from multikueue.testing import crds, kueue
-from multikueue.testing.client import k8s
-from multikueue.testing.objects import pipelinerun, running_status
-from multikueue.testing.waiting import eventually
+from multikueue_testbed import crds, kueue
+from multikueue_testbed.client import k8s
+from multikueue_testbed.objects import pipelinerun, running_status
+from multikueue_testbed.waiting import eventually
 from tests.integration.scenario import Scenario
 
 WORKER, PHASE = "multikueue.x-k8s.io/worker", "multikueue.x-k8s.io/phase"

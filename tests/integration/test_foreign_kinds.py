@@ -18,9 +18,9 @@ import yaml
 from kubernetes_asyncio import client as k8s_client
 
 from multikueue.kube.addresses import Resource
-from multikueue.testing import TestBed, crds, kueue
-from multikueue.testing.client import k8s
-from multikueue.testing.waiting import eventually
+from multikueue_testbed import TestBed, crds, kueue
+from multikueue_testbed.client import k8s
+from multikueue_testbed.waiting import eventually
 from tests.integration.scenario import Scenario
 
 Object = dict[str, Any]

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from multikueue.testing import kueue
-from multikueue.testing.waiting import eventually
+from multikueue_testbed import kueue
+from multikueue_testbed.waiting import eventually
 from tests.integration.scenario import Scenario
 
 EXCEEDS = (

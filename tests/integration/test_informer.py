@@ -16,10 +16,10 @@ from multikueue.kube.listwatch import ApiListSource
 from multikueue.kube.resources import Objects
 from multikueue.runtime.informer import Informer, ObjectKey
 from multikueue.runtime.workqueue import Backoff
-from multikueue.testing import TestBed
-from multikueue.testing.client import k8s
-from multikueue.testing.objects import PIPELINERUN, pipelinerun, running_status
-from multikueue.testing.waiting import wait_until
+from multikueue_testbed import TestBed
+from multikueue_testbed.client import k8s
+from multikueue_testbed.objects import PIPELINERUN, pipelinerun, running_status
+from multikueue_testbed.waiting import wait_until
 
 MERGE_PATCH = "application/merge-patch+json"
 

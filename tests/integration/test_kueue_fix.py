@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 from bench.kueue import FIX_GATE, FIX_PATCH
-from multikueue.testing import crds
-from multikueue.testing.interop import _module_dir, kueue_binary, patched_kueue_binary
+from multikueue_testbed import crds
+from multikueue_testbed.interop import _module_dir, kueue_binary, patched_kueue_binary
 
 
 def _progress(message: str) -> None:

@@ -13,10 +13,10 @@ from kubernetes_asyncio import client as k8s_client
 from multikueue.kube.addresses import WORKLOADS, Resource
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import Objects
-from multikueue.testing import TestBed, kueue, scrape
-from multikueue.testing.client import k8s
-from multikueue.testing.testbed import free_port
-from multikueue.testing.waiting import eventually
+from multikueue_testbed import TestBed, kueue, scrape
+from multikueue_testbed.client import k8s
+from multikueue_testbed.testbed import free_port
+from multikueue_testbed.waiting import eventually
 from tests.integration.controller import run_argv
 
 CONTROLLER = "multikueue.x-k8s.io/external-dispatcher"

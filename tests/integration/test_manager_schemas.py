@@ -17,10 +17,10 @@ from multikueue.kube.resources import Objects
 from multikueue.labels import PLACEMENT_WORKER
 from multikueue.process import Process
 from multikueue.reload import ConfigSource, load_configuration
-from multikueue.testing import TestBed, crds
-from multikueue.testing.client import k8s
-from multikueue.testing.objects import widget_crd
-from multikueue.testing.waiting import eventually
+from multikueue_testbed import TestBed, crds
+from multikueue_testbed.client import k8s
+from multikueue_testbed.objects import widget_crd
+from multikueue_testbed.waiting import eventually
 from tests.integration.clusters import Harness
 
 GROUP = "gizmo.multikueue.x-k8s.io"

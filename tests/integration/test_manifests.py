@@ -21,12 +21,12 @@ from multikueue.labels import WORKER_IDENTITY_ANNOTATION
 from multikueue.owners import workload_name
 from multikueue.process import LeaderElectionSettings, Process
 from multikueue.reload import ConfigSource, load_configuration
-from multikueue.testing import TestBed, kueue, scrape
-from multikueue.testing.accounts import mint_service_account_kubeconfig
-from multikueue.testing.client import k8s
-from multikueue.testing.objects import pipelinerun, running_status
-from multikueue.testing.testbed import free_port
-from multikueue.testing.waiting import eventually, wait_until
+from multikueue_testbed import TestBed, kueue, scrape
+from multikueue_testbed.accounts import mint_service_account_kubeconfig
+from multikueue_testbed.client import k8s
+from multikueue_testbed.objects import pipelinerun, running_status
+from multikueue_testbed.testbed import free_port
+from multikueue_testbed.waiting import eventually, wait_until
 
 CONFIG = Path(__file__).parents[2] / "config"
 SYSTEM = "multikueue-system"

@@ -15,12 +15,12 @@ from kubernetes_asyncio import client as k8s_client
 from multikueue.endpoints import Durations, Endpoints, Serving
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
 from multikueue.metrics import Metrics
-from multikueue.testing import TestBed
-from multikueue.testing.accounts import bind_cluster_role, mint_service_account_kubeconfig, service_account_token
-from multikueue.testing.client import k8s
-from multikueue.testing.scrape import METRICS_READER, get, install_metrics_reader_role
-from multikueue.testing.testbed import free_port
-from multikueue.testing.waiting import eventually
+from multikueue_testbed import TestBed
+from multikueue_testbed.accounts import bind_cluster_role, mint_service_account_kubeconfig, service_account_token
+from multikueue_testbed.client import k8s
+from multikueue_testbed.scrape import METRICS_READER, get, install_metrics_reader_role
+from multikueue_testbed.testbed import free_port
+from multikueue_testbed.waiting import eventually
 
 # A denial is cached for 30 s in production (controller-runtime's time); one second here, so a binding made in the
 # test is seen within its deadline.

@@ -17,10 +17,10 @@ import anyio
 import pytest
 import yaml
 
-from multikueue.testing import kueue, scrape
-from multikueue.testing.interop import prometheus_binary
-from multikueue.testing.testbed import free_port
-from multikueue.testing.waiting import eventually
+from multikueue_testbed import kueue, scrape
+from multikueue_testbed.interop import prometheus_binary
+from multikueue_testbed.testbed import free_port
+from multikueue_testbed.waiting import eventually
 from tests.integration.scenario import Scenario
 
 ROOT = Path(__file__).parents[2]

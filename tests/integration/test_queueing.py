@@ -25,12 +25,12 @@ from multikueue.kube.resources import Objects
 from multikueue.labels import HELD_ANNOTATION, QUEUE_NAME_LABEL
 from multikueue.owners import workload_name
 from multikueue.runtime.informer import Informer, ObjectKey
-from multikueue.testing import crds, kueue
-from multikueue.testing.client import k8s, raw_body
-from multikueue.testing.dispatcher import running
-from multikueue.testing.objects import WIDGET_GROUP, pipelinerun, widget_crd
-from multikueue.testing.testbed import free_port
-from multikueue.testing.waiting import eventually
+from multikueue_testbed import crds, kueue
+from multikueue_testbed.client import k8s, raw_body
+from multikueue_testbed.dispatcher import running
+from multikueue_testbed.objects import WIDGET_GROUP, pipelinerun, widget_crd
+from multikueue_testbed.testbed import free_port
+from multikueue_testbed.waiting import eventually
 from tests.integration.scenario import PIPELINERUNS, Scenario
 
 PR = GroupVersionKind("tekton.dev", "v1", "PipelineRun")

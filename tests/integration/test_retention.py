@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from multikueue.testing.waiting import eventually
+from multikueue_testbed.waiting import eventually
 from tests.integration.scenario import Scenario
 from tests.integration.test_direct import PHASE, SUCCEEDED, notes, placed, submit
 

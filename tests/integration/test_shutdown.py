@@ -16,10 +16,10 @@ import pytest
 from kubernetes_asyncio import client as k8s_client
 
 from multikueue.kube.client import ApiClient
-from multikueue.testing import TestBed, scrape
-from multikueue.testing.client import k8s
-from multikueue.testing.testbed import free_port
-from multikueue.testing.waiting import eventually
+from multikueue_testbed import TestBed, scrape
+from multikueue_testbed.client import k8s
+from multikueue_testbed.testbed import free_port
+from multikueue_testbed.waiting import eventually
 from tests.integration.controller import run_argv
 
 DELAY = 4.0  # --shutdown-delay: long enough to probe many times, short for the suite

@@ -11,9 +11,9 @@ import anyio
 import yaml
 from kubernetes_asyncio import client as k8s_client
 
-from multikueue.testing import kueue
-from multikueue.testing.accounts import mint_service_account_kubeconfig
-from multikueue.testing.client import k8s, raw_body
+from multikueue_testbed import kueue
+from multikueue_testbed.accounts import mint_service_account_kubeconfig
+from multikueue_testbed.client import k8s, raw_body
 from tests.integration.scenario import Scenario
 
 KIND = "PipelineRun.v1.tekton.dev"

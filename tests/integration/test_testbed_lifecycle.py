@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from multikueue.testing import TestBed, TestBedError, processes
-from multikueue.testing.testbed import WORKDIR_PREFIX
+from multikueue_testbed import TestBed, TestBedError, processes
+from multikueue_testbed.testbed import WORKDIR_PREFIX
 
 
 def _alive(pid: int) -> bool:
@@ -56,7 +56,7 @@ def test_servers_die_with_a_killed_owner_and_the_next_bed_sweeps_its_directory(t
         f"""
         import json, sys, threading
         from pathlib import Path
-        from multikueue.testing import TestBed
+        from multikueue_testbed import TestBed
         bed = TestBed(clusters=("orphan",), base_dir=Path({str(tmp_path)!r}), progress=lambda m: None)
         bed.start()
         print(json.dumps({{"workdir": str(bed.workdir), "pids": [bed.etcd.pid, bed.cluster("orphan").process.pid]}}),

@@ -15,11 +15,11 @@ from multikueue.kube.addresses import Resource
 from multikueue.kube.client import ApiClient, Timeouts, api_client_from_kubeconfig
 from multikueue.kube.errors import Conflict, Gone, NotFound, Unreachable
 from multikueue.kube.resources import Objects
-from multikueue.testing import KUBERNETES_VERSION, TestBed
-from multikueue.testing.accounts import mint_service_account_kubeconfig
-from multikueue.testing.client import k8s
-from multikueue.testing.objects import PIPELINERUN, pipelinerun, running_status
-from multikueue.testing.waiting import eventually
+from multikueue_testbed import KUBERNETES_VERSION, TestBed
+from multikueue_testbed.accounts import mint_service_account_kubeconfig
+from multikueue_testbed.client import k8s
+from multikueue_testbed.objects import PIPELINERUN, pipelinerun, running_status
+from multikueue_testbed.waiting import eventually
 
 MERGE_PATCH = "application/merge-patch+json"
 
@@ -216,7 +216,7 @@ async def _gone_then_relist(bed: TestBed, cluster: str, restart: bool) -> None:
 @pytest.fixture(scope="module")
 def uncached_bed() -> Any:
     """One cluster whose apiserver serves watches straight from etcd, so compaction alone expires them."""
-    from multikueue.testing import crds
+    from multikueue_testbed import crds
 
     with TestBed(clusters=("uncached",), apiserver_args=["--watch-cache=false"]) as bed:
 
@@ -325,7 +325,7 @@ def test_an_api_server_port_taken_before_it_binds_moves_to_another(monkeypatch: 
     port. Here the first port handed out is one this test holds."""
     import socket
 
-    from multikueue.testing import testbed as module
+    from multikueue_testbed import testbed as module
 
     holder = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     holder.bind(("127.0.0.1", 0))

@@ -20,10 +20,10 @@ from multikueue.kube.kubeconfig import access_from_kubeconfig
 from multikueue.kube.resources import Objects
 from multikueue.kube.serviceaccounts import service_account_token
 from multikueue.labels import RENEW_TOKEN_ANNOTATION
-from multikueue.testing import kueue
-from multikueue.testing.client import k8s, raw_body
-from multikueue.testing.testbed import kubeconfig_document
-from multikueue.testing.waiting import eventually, wait_until
+from multikueue_testbed import kueue
+from multikueue_testbed.client import k8s, raw_body
+from multikueue_testbed.testbed import kubeconfig_document
+from multikueue_testbed.waiting import eventually, wait_until
 from tests.integration.scenario import Scenario
 
 WORKER_RBAC = Path(__file__).parents[2] / "config" / "worker" / "rbac.yaml"

@@ -24,10 +24,10 @@ import pytest
 from multikueue.kube.addresses import WORKLOADS, Resource
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import Objects
-from multikueue.testing import TestBed, kueue
-from multikueue.testing.apiproxy import ApiProxy
-from multikueue.testing.objects import running_status
-from multikueue.testing.waiting import eventually
+from multikueue_testbed import TestBed, kueue
+from multikueue_testbed.apiproxy import ApiProxy
+from multikueue_testbed.objects import running_status
+from multikueue_testbed.waiting import eventually
 from tests.integration.controller import run_argv
 
 CONTROLLER = "multikueue.x-k8s.io/external-dispatcher"

@@ -15,10 +15,10 @@ from multikueue.kube.errors import StreamBroken, Unreachable, outcome_unknown
 from multikueue.kube.listwatch import ApiListSource
 from multikueue.runtime.informer import Informer, ObjectKey
 from multikueue.runtime.workqueue import Backoff
-from multikueue.testing import TestBed
-from multikueue.testing.apiproxy import ApiProxy
-from multikueue.testing.testbed import free_port
-from multikueue.testing.waiting import wait_until
+from multikueue_testbed import TestBed
+from multikueue_testbed.apiproxy import ApiProxy
+from multikueue_testbed.testbed import free_port
+from multikueue_testbed.waiting import wait_until
 
 QUICK = Timeouts(total=3, connect=1)
 

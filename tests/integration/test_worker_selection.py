@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from multikueue.dispatch.placement import WORKER_SELECTOR_ANNOTATION
-from multikueue.testing import kueue
-from multikueue.testing.objects import pipelinerun
-from multikueue.testing.waiting import eventually
+from multikueue_testbed import kueue
+from multikueue_testbed.objects import pipelinerun
+from multikueue_testbed.waiting import eventually
 from tests.integration.scenario import Scenario
 from tests.integration.test_status import _status as status
 

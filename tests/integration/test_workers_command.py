@@ -12,7 +12,7 @@ import anyio
 import yaml
 
 from multikueue.kube.resources import Objects
-from multikueue.testing import kueue
+from multikueue_testbed import kueue
 from tests.integration.scenario import Scenario
 
 CONFIG = """

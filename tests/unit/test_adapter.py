@@ -8,7 +8,7 @@ from multikueue.config import Adapter
 from multikueue.dispatch.adapter import GenericAdapter
 from multikueue.kube.addresses import GroupVersionKind
 from multikueue.mergepatch import apply_merge_patch
-from multikueue.testing.objects import pipelinerun, running_status
+from multikueue_testbed.objects import pipelinerun, running_status
 
 PIPELINERUN = GroupVersionKind("tekton.dev", "v1", "PipelineRun")
 ADAPTER = GenericAdapter(PIPELINERUN, "kueue.x-k8s.io/multikueue", Adapter.defaults(PIPELINERUN))

@@ -10,7 +10,7 @@ import yaml
 from multikueue.cli import main
 from multikueue.commands.adapter_check import check
 from multikueue.config import parse_configuration
-from multikueue.testing.objects import pipelinerun
+from multikueue_testbed.objects import pipelinerun
 
 ROOT = Path(__file__).parents[2]
 CONFIG = ROOT / "examples" / "tekton" / "adapter-config.yaml"

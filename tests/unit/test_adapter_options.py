@@ -11,7 +11,7 @@ from multikueue.dispatch.adapter import GenericAdapter
 from multikueue.kube.addresses import GroupVersionKind
 from multikueue.mergepatch import apply_merge_patch
 from multikueue.predicates import holds
-from multikueue.testing.objects import pipelinerun, running_status
+from multikueue_testbed.objects import pipelinerun, running_status
 
 PIPELINERUN = GroupVersionKind("tekton.dev", "v1", "PipelineRun")
 MANAGED = "kueue.x-k8s.io/multikueue"

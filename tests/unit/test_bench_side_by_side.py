@@ -11,7 +11,7 @@ import pytest
 
 from bench import proc, report, run, sidebyside
 from bench.kueue import FIX_GATE, FIX_PATCH, RealKueue
-from multikueue.testing.interop import patched_kueue_target
+from multikueue_testbed.interop import patched_kueue_target
 
 # /proc/<pid>/stat of a process whose command name holds a space and a closing parenthesis: utime 250, stime 50.
 STAT = "4242 (kueue) (x) S 1 4242 4242 0 -1 4194560 1000 0 0 0 250 50 0 0 20 0 12 0 100 2000000 3000 0"

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from multikueue.testing import binaries
-from multikueue.testing.binaries import BinariesUnavailable, find_binaries, version_ldflags, wrapper_go_mod
+from multikueue_testbed import binaries
+from multikueue_testbed.binaries import BinariesUnavailable, find_binaries, version_ldflags, wrapper_go_mod
 
 K8S_GO_MOD = """module k8s.io/kubernetes
 

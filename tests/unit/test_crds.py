@@ -4,7 +4,7 @@ from typing import Any
 
 import pytest
 
-from multikueue.testing.crds import prepare_crd
+from multikueue_testbed.crds import prepare_crd
 
 
 def _crd(*versions: dict[str, Any]) -> dict[str, Any]:

@@ -7,7 +7,7 @@ import socket
 
 import pytest
 
-from multikueue.testing import testbed
+from multikueue_testbed import testbed
 
 
 def test_ports_are_below_the_ephemeral_range_bindable_and_never_handed_out_twice() -> None:

@@ -27,7 +27,7 @@ async def test_the_proxy_is_read_from_the_environment_once_and_still_used(monkey
     whose name does not even resolve."""
     from aiohttp import web
 
-    from multikueue.testing.testbed import free_port
+    from multikueue_testbed.testbed import free_port
 
     seen: list[str] = []
 

@@ -12,7 +12,7 @@ from multikueue.dispatch.mirror import PrunedFields, status_to_write
 from multikueue.kube.addresses import GroupVersionKind
 from multikueue.mergepatch import apply_merge_patch, pruned_paths, without_paths
 from multikueue.runtime.informer import ObjectKey
-from multikueue.testing.objects import pipelinerun, running_status
+from multikueue_testbed.objects import pipelinerun, running_status
 
 PIPELINERUN = GroupVersionKind("tekton.dev", "v1", "PipelineRun")
 MANAGED = "kueue.x-k8s.io/multikueue"

@@ -35,7 +35,7 @@ from multikueue.labels import PLACEMENT_PHASE, PLACEMENT_RECORD, PLACEMENT_WORKE
 from multikueue.runtime.controller import Controller
 from multikueue.runtime.informer import retry_delay
 from multikueue.runtime.workqueue import Backoff
-from multikueue.testing.objects import pipelinerun
+from multikueue_testbed.objects import pipelinerun
 
 PIPELINERUN = GroupVersionKind("tekton.dev", "v1", "PipelineRun")
 

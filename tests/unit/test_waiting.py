@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import pytest
 
-from multikueue.testing.waiting import NotReached, eventually
+from multikueue_testbed.waiting import NotReached, eventually
 
 
 async def test_eventually_returns_the_first_value_that_holds() -> None:

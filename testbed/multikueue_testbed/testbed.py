@@ -28,8 +28,8 @@ from typing import Any
 import yaml
 
 from multikueue.pki import CertificateAuthority, KeyPair, signing_key
-from multikueue.testing import processes
-from multikueue.testing.binaries import Binaries, find_binaries
+from multikueue_testbed import processes
+from multikueue_testbed.binaries import Binaries, find_binaries
 
 MANAGER = "manager"
 WORKERS = ("worker1", "worker2")

@@ -28,8 +28,8 @@ from multikueue.kube.client import ApiClient
 from multikueue.kube.conditions import now_rfc3339, set_condition
 from multikueue.kube.errors import Conflict
 from multikueue.kube.resources import Objects
-from multikueue.testing.client import k8s, raw_body
-from multikueue.testing.objects import pipelinerun
+from multikueue_testbed.client import k8s, raw_body
+from multikueue_testbed.objects import pipelinerun
 
 Object = dict[str, Any]
 API_VERSION = "kueue.x-k8s.io/v1beta2"

@@ -9,8 +9,8 @@ from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from multikueue.kube.client import ApiClient
-from multikueue.testing.client import k8s, raw_body
-from multikueue.testing.testbed import Cluster, kubeconfig_document
+from multikueue_testbed.client import k8s, raw_body
+from multikueue_testbed.testbed import Cluster, kubeconfig_document
 
 
 async def service_account_token(api: ApiClient, *, namespace: str, name: str, expiration_seconds: int = 3600) -> str:

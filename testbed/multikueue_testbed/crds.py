@@ -26,10 +26,10 @@ from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
-from multikueue.testing.client import k8s, raw_body
+from multikueue_testbed.client import k8s, raw_body
 
 if TYPE_CHECKING:
-    from multikueue.testing.testbed import Cluster, TestBed
+    from multikueue_testbed.testbed import Cluster, TestBed
 
 KUEUE_MODULE = "sigs.k8s.io/kueue"
 KUEUE_VERSION = "v0.19.2"

@@ -32,11 +32,11 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from multikueue.kube.client import ApiClient
 from multikueue.pki import CertificateAuthority
-from multikueue.testing import crds, processes
-from multikueue.testing.binaries import cache_root, find_binaries
-from multikueue.testing.client import k8s, raw_body
-from multikueue.testing.processes import ManagedProcess
-from multikueue.testing.testbed import Cluster, free_port
+from multikueue_testbed import crds, processes
+from multikueue_testbed.binaries import cache_root, find_binaries
+from multikueue_testbed.client import k8s, raw_body
+from multikueue_testbed.processes import ManagedProcess
+from multikueue_testbed.testbed import Cluster, free_port
 
 KUEUE_NAMESPACE = "kueue-system"
 # Hard-coded in Kueue's cmd/kueue/main.go when internal certificate management is off: it exits without them.

@@ -12,10 +12,11 @@ from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from multikueue.kube.client import ApiClient
-from multikueue.testing.accounts import bind_cluster_role, service_account_token
-from multikueue.testing.client import k8s, raw_body
+from multikueue_testbed.accounts import bind_cluster_role, service_account_token
+from multikueue_testbed.client import k8s, raw_body
 
 METRICS_READER = "multikueue-metrics-reader"
+# The checkout's manifest (this file is testbed/multikueue_testbed/scrape.py in it).
 METRICS_READER_ROLE = Path(__file__).resolve().parents[2] / "config" / "manager" / "metrics_reader_role.yaml"
 
 

@@ -15,7 +15,7 @@ from multikueue.kube.client import ApiClient
 from multikueue.kube.errors import Conflict
 from multikueue.kube.kubeconfig import EXEC_EXTENSION
 from multikueue.kube.resources import Objects
-from multikueue.testing.testbed import Cluster
+from multikueue_testbed.testbed import Cluster
 
 PLUGIN_API_VERSION = "client.authentication.k8s.io/v1"
 

@@ -20,13 +20,13 @@ import yaml
 from multikueue.kube.addresses import MULTIKUEUE_CLUSTERS, WORKLOADS, Resource
 from multikueue.kube.client import api_client_from_kubeconfig
 from multikueue.kube.resources import Objects
-from multikueue.testing import crds, kueue
-from multikueue.testing.accounts import mint_service_account_kubeconfig
-from multikueue.testing.dispatcher import run_argv
-from multikueue.testing.testbed import TestBed, free_port
-from multikueue.testing.waiting import eventually
+from multikueue_testbed import crds, kueue
+from multikueue_testbed.accounts import mint_service_account_kubeconfig
+from multikueue_testbed.dispatcher import run_argv
+from multikueue_testbed.testbed import TestBed, free_port
+from multikueue_testbed.waiting import eventually
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]  # the checkout: testbed/multikueue_testbed/demo.py
 Object = dict[str, Any]
 PIPELINERUNS = Resource("tekton.dev", "v1", "pipelineruns", "PipelineRun")
 NAMESPACE, SYSTEM, CHECK = "team-a", "multikueue-system", "multikueue-pipelines"
@@ -338,7 +338,7 @@ def _status(status: str, reason: str, message: str, *, done: bool = False) -> di
 async def _metrics_reader(bed: TestBed, story: Story, port: int, token_path: Path) -> None:
     """/metrics as shipped: HTTPS, and only for a token RBAC allows; a ServiceAccount bound to the shipped
     multikueue-metrics-reader ClusterRole reads it (as Prometheus's would)."""
-    from multikueue.testing import scrape
+    from multikueue_testbed import scrape
 
     url = f"https://127.0.0.1:{port}/metrics"
     async with await api_client_from_kubeconfig(bed.cluster("manager").kubeconfig) as manager:

@@ -1,4 +1,4 @@
-"""pytest fixtures over the test bed; load with ``pytest_plugins = ["multikueue.testing.fixtures"]``.
+"""pytest fixtures over the test bed; load with ``pytest_plugins = ["multikueue_testbed.fixtures"]``.
 
 - ``testbed``: session-scoped, three clusters with Kueue's and Tekton's CRDs installed.
 - ``manager_api``, ``worker1_api``, ``worker2_api``: one timed-out ``ApiClient`` per cluster and test.
@@ -16,9 +16,9 @@ from kubernetes_asyncio import client as k8s_client
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
-from multikueue.testing import crds
-from multikueue.testing.client import k8s
-from multikueue.testing.testbed import TestBed
+from multikueue_testbed import crds
+from multikueue_testbed.client import k8s
+from multikueue_testbed.testbed import TestBed
 
 
 @pytest.fixture(scope="session")
