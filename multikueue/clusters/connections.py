@@ -3,6 +3,8 @@
 Connected means the worker's Workload watch is established and the worker answers a periodic probe. A configured
 kind whose CRD the worker lacks makes only that kind unavailable there (Kueue fails the whole worker instead, issue
 #3582); it is looked up again on later reconciles, so installing the CRD heals it without a restart.
+
+The dispatch code sees a connection only through its ``ConnectedWorker``, this module's ``clusters.worker.Worker``.
 """
 
 from __future__ import annotations
@@ -22,9 +24,9 @@ import structlog
 from anyio.abc import TaskGroup
 
 from multikueue import specdigest
-from multikueue.clusters.worker import Worker
+from multikueue.clusters.worker import KindNotServed, Worker
 from multikueue.kube import core
-from multikueue.kube.addresses import WORKLOADS, GroupVersionKind, Resource
+from multikueue.kube.addresses import CLUSTER_QUEUES, WORKLOADS, GroupVersionKind, Resource
 from multikueue.kube.client import (
     DEFAULT_MAX_CONNECTIONS,
     ApiClient,
@@ -123,7 +125,7 @@ class WorkerConnection:
         self._scope: anyio.CancelScope | None = None
         self._stopped = anyio.Event()
         self._informers: TaskGroup | None = None
-        self.worker = Worker(self)  # what the dispatch code sees of this connection
+        self.worker = ConnectedWorker(self)  # what the dispatch code sees of this connection
 
     # ------------------------------------------------------------------------------------------ state
 
@@ -406,3 +408,96 @@ class WorkerConnection:
             recent.append(entry)
             if self.on_worker_event is not None:
                 self.on_worker_event(self.name, key)
+
+
+class ConnectedWorker(Worker):
+    """The dispatch code's view of one ``WorkerConnection`` (the ``Worker`` Protocol). It keeps no state of its own:
+    it reads through to the connection, so it stays right across reconnects and kubeconfig rotations."""
+
+    def __init__(self, connection: WorkerConnection) -> None:
+        self._connection = connection
+
+    @property
+    def name(self) -> str:
+        return self._connection.name
+
+    @property
+    def connected(self) -> bool:
+        return self._connection.connected and self._connection.api is not None
+
+    def serves(self, gvk: GroupVersionKind) -> bool | None:
+        return self._connection.serves(gvk)
+
+    @property
+    def lost_since(self) -> float | None:
+        return self._connection.disconnected_since
+
+    # ------------------------------------------------------------------------------------- cached reads
+
+    def workload(self, key: ObjectKey) -> Object | None:
+        workloads = self._connection.workloads
+        return workloads.get(key) if workloads is not None else None
+
+    def workloads(self) -> list[Object]:
+        workloads = self._connection.workloads
+        return workloads.items() if workloads is not None else []
+
+    def copy(self, gvk: GroupVersionKind, key: ObjectKey) -> Object | None:
+        informer = self._connection.objects.get(gvk)
+        return informer.get(key) if informer is not None else None
+
+    def listed(self, gvk: GroupVersionKind) -> bool | None:
+        informer = self._connection.objects.get(gvk)
+        if informer is None:
+            return False
+        return True if informer.synced.is_set() else None
+
+    def copies(self, gvk: GroupVersionKind) -> list[Object]:
+        informer = self._connection.objects.get(gvk)
+        return informer.items() if informer is not None else []
+
+    def kinds(self) -> list[GroupVersionKind]:
+        return list(self._connection.objects)
+
+    def warnings_about(self, workload: ObjectKey) -> tuple[tuple[str, str], ...]:
+        return tuple(self._connection.warnings.get(workload, ()))
+
+    def forget(self, workload: ObjectKey) -> None:
+        self._connection.warnings.pop(workload, None)
+
+    def last_change(self, kind: str, key: ObjectKey) -> float | None:
+        return self._connection.observed.get((kind, key.namespace, key.name))
+
+    def remember_copy(self, gvk: GroupVersionKind, obj: Object) -> bool:
+        informer = self._connection.objects.get(gvk)
+        if informer is None:
+            return False
+        key = ObjectKey.of(obj)
+        before = informer.get(key)
+        informer.remember(obj)
+        return informer.get(key) is not before
+
+    def remember_created(self, gvk: GroupVersionKind | None, obj: Object) -> None:
+        informer = self._connection.workloads if gvk is None else self._connection.objects.get(gvk)
+        if informer is not None:
+            informer.remember_created(obj)
+
+    # ----------------------------------------------------------------------------------------- writers
+
+    def objects(self, gvk: GroupVersionKind) -> Objects:
+        connection = self._connection
+        resource = connection.resources.get(gvk)
+        if resource is None or connection.api is None:
+            reason = connection.kind_errors.get(gvk, "not discovered yet" if connection.api else "not connected")
+            raise KindNotServed(f"{gvk.kind} is unavailable on worker {self.name}: {reason}")
+        return Objects(connection.api, resource)
+
+    def cluster_queues(self) -> Objects:
+        if self._connection.api is None:
+            raise KindNotServed(f"ClusterQueue is unavailable on worker {self.name}: not connected")
+        return Objects(self._connection.api, CLUSTER_QUEUES)
+
+    def workload_objects(self) -> Objects:
+        if self._connection.api is None:
+            raise KindNotServed(f"Workload is unavailable on worker {self.name}: not connected")
+        return Objects(self._connection.api, WORKLOADS)
