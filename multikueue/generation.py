@@ -1,16 +1,19 @@
 """One configuration's controllers: built whole from one valid configuration, run, and stopped as a whole.
 
-A generation holds everything that depends on the configuration: the informers, the reconcilers, the controllers
-and the routes from an informer's event to a controller's key. Each is built in ``__init__``, none is optional:
-a reload stops one generation and builds the next (``process.Process``); what lives as long as the process (the
-endpoints, the webhook, the Lease, the configuration watch) is not here.
+A generation holds everything that depends on the configuration: the informers, the reconcilers, the controllers,
+the routes from an informer's event to a controller's key (each reconciler's ``watches()``, kept in ``triggers``),
+and the runnables beside them (the garbage collector, the gauges, the manager's schemas: objects with an
+``async def run``, each in the module named after what it owns). This module only wires: each is built in
+``__init__``, none is optional, and ``start`` starts them in the generation's task group. A reload stops one
+generation and builds the next (``process.Process``); what lives as long as the process (the endpoints, the
+webhook, the Lease, the configuration watch) is not here.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import anyio
 import anyio.abc
@@ -18,15 +21,19 @@ import structlog
 
 from multikueue import owners
 from multikueue.clusters.admissioncheck import AdmissionCheckReconciler
+from multikueue.clusters.garbage import GarbageCollection
+from multikueue.clusters.gauges import WaitingGauge, WorkerQueuesGauge
 from multikueue.clusters.outages import WorkerOutages
 from multikueue.clusters.queues import WorkerQueues
 from multikueue.clusters.reconciler import ClusterReconciler
+from multikueue.clusters.schema_heal import SchemaHeal, Warn
 from multikueue.clusters.worker import Worker
 from multikueue.config import Configuration
 from multikueue.dispatch.direct import DirectKey, DirectReconciler, waits_for_a_fit
+from multikueue.dispatch.garbage import GarbageCollector
 from multikueue.dispatch.reconciler import WorkloadReconciler
 from multikueue.integration.reconciler import IntegrationKey, IntegrationReconciler
-from multikueue.kube import core, openapi
+from multikueue.kube import core
 from multikueue.kube.addresses import (
     ADMISSION_CHECKS,
     CLUSTER_PROFILES,
@@ -40,20 +47,26 @@ from multikueue.kube.client import ApiClient
 from multikueue.kube.discovery import KindUnavailable, discover_later, discover_resource
 from multikueue.kube.errors import ApiError
 from multikueue.kube.resources import Objects
-from multikueue.manager_schemas import managed_by_problems, published_kinds
 from multikueue.metrics import Metrics
 from multikueue.runtime.controller import Controller, Result
 from multikueue.runtime.informer import Informer, ObjectKey
 from multikueue.runtime.shared import SharedInformers
 from multikueue.runtime.signal import Signal
-from multikueue.runtime.watches import Change, KindChange, install
+from multikueue.runtime.watches import Change, KindChange, Watch, install
 
 log = structlog.get_logger(__name__)
 Object = dict[str, Any]
-Warn = Callable[[str, str], Awaitable[None]]  # (reason, message): an Event where the configuration is
 CLOSE_TIMEOUT = 10.0  # seconds a stopping generation gives its worker connections to close
 Kinds = dict[GroupVersionKind, tuple[Informer, Resource]]
 Served = dict[GroupVersionKind, Resource]
+Triggers = dict[str, list[Watch[Any]]]  # controller name -> the watches installed on it (docs' trigger table)
+K = TypeVar("K", bound=Hashable)
+
+
+def _install(triggers: Triggers, controller: Controller[K], watches: list[Watch[K]]) -> None:
+    """The watches wired to the controller, and kept by its name (what the trigger table is checked against)."""
+    install(controller, watches)
+    triggers[controller.name] = list(watches)
 
 
 async def discover_kinds(api: ApiClient, gvks: Iterable[GroupVersionKind]) -> tuple[Served, list[GroupVersionKind]]:
@@ -137,7 +150,7 @@ class ManagerGeneration:
         self.direct_kinds = self.kinds.view(g for g in config.multi_kueue.gvks if config.adapter(g).mode == "Direct")
         self.manager_resources: dict[GroupVersionKind, Resource] = {}  # others are discovered on first use
         self.owners: dict[GroupVersionKind, Informer] = {}
-        self._schema_digests: dict[GroupVersionKind, str] = {}  # each kind's published schema, as last seen
+        self.triggers: Triggers = {}
 
         clusters = self.informers.of(MULTIKUEUE_CLUSTERS)
         checks = self.informers.of(ADMISSION_CHECKS)
@@ -158,25 +171,36 @@ class ManagerGeneration:
             config, Objects(api, MULTIKUEUE_CLUSTERS), clusters, secrets, task_group, temp_dir=temp_dir,
             metrics=metrics, profiles=profiles, outages=outages,
         )  # fmt: skip
-        self.worker_queues = WorkerQueues(self._connections)
         self.workload_reconciler = WorkloadReconciler(
             config, api, self.manager_workloads, checks, configs, self._connections,
             self.manager_resources,  # others are discovered on first use
-            metrics, owners=self.owners, enqueue=self.workload_controller.enqueue,
+            metrics, owners=self.owners,
             settled=self.cluster_reconciler.settled, clusters=clusters, lost_since=self.cluster_reconciler.lost_since,
         )  # fmt: skip
-        self.direct_reconciler = DirectReconciler(config, api, self.direct_kinds, clusters, self._connections,
-                                                  self.direct_controller.enqueue, metrics,
-                                                  lost_since=self.cluster_reconciler.lost_since)  # fmt: skip
+        self.direct_reconciler = DirectReconciler(config, api, self.direct_kinds, clusters, self._connections, metrics,
+                                                  lost_since=self.cluster_reconciler.lost_since,
+                                                  settled=self.cluster_reconciler.settled)  # fmt: skip
         self.integration, self.integration_controller = _integration(api, config, self.kinds, self.manager_workloads,
-                                                                     metrics)  # fmt: skip
+                                                                     metrics, self.triggers)  # fmt: skip
         workers, changes = self.cluster_reconciler.signals, self.kinds.changes
-        install(self.cluster_controller, self.cluster_reconciler.watches())
-        install(self.check_controller, self.check_reconciler.watches())
-        install(self.workload_controller, self.workload_reconciler.watches(changes, workers))
-        install(self.direct_controller, self.direct_reconciler.watches(changes, workers))
+        _install(self.triggers, self.cluster_controller, self.cluster_reconciler.watches())
+        _install(self.triggers, self.check_controller, self.check_reconciler.watches())
+        _install(self.triggers, self.workload_controller, self.workload_reconciler.watches(changes, workers))
+        _install(self.triggers, self.direct_controller, self.direct_reconciler.watches(changes, workers))
         for gvk, resource in served.items():
             self._watch_kind(gvk, resource)
+
+        # The runnables beside the controllers, each owning its loop, its interval and its errors.
+        dispatchers = (self.workload_reconciler, self.direct_reconciler)
+        self.worker_queues = WorkerQueues(self._connections)  # polled for the fleet metrics
+        self.queues_gauge = WorkerQueuesGauge(metrics, self.worker_queues)
+        self.waiting = WaitingGauge(metrics, kueue=self.workload_reconciler.waiting_for_a_fit,
+                                    direct_kinds=self.direct_kinds, waits=waits_for_a_fit)  # fmt: skip
+        # One collector for both modes (dispatch/garbage.py), each mode's rules from its reconciler.
+        self.collector = GarbageCollector(self._connections, [self.workload_reconciler.garbage, self.direct_reconciler])
+        self.garbage = GarbageCollection([self.collector], every=config.multi_kueue.gc_interval)
+        self.schemas = SchemaHeal(api, config, kinds=self.kinds.all, changes=changes,
+                                  mirrors=[r.mirror for r in dispatchers], warn=warn)  # fmt: skip
 
     def _selector_of(self, gvk: GroupVersionKind) -> str:
         """A shard's Direct-mode objects are selected by the API server: the others are not even cached here."""
@@ -197,13 +221,12 @@ class ManagerGeneration:
         self.manager_resources[gvk] = resource
 
     async def start(self, missing: list[GroupVersionKind]) -> None:
-        """Start every informer and controller in the generation's task group; return once the caches are synced
-        and the controllers run."""
+        """Start every informer, controller and runnable in the generation's task group; return once the caches are
+        synced and the controllers run."""
         tg, config = self.task_group, self.config
         tg.start_soon(self.workload_reconciler.writes.run)
-        self.metrics.waiting.count = self._waiting_for_a_worker
-        self.metrics.worker_queues.queues = self.worker_queues.current
-        tg.start_soon(self.worker_queues.run)
+        tg.start_soon(self.waiting.run)
+        tg.start_soon(self.queues_gauge.run)
         self.informers.start(tg)
         for informer in self.own_informers:
             tg.start_soon(informer.run)
@@ -223,10 +246,8 @@ class ManagerGeneration:
         tg.start_soon(self.cluster_controller.run)
         tg.start_soon(self.check_controller.run)
         tg.start_soon(self.workload_controller.run)
-        if config.multi_kueue.gc_interval > 0:
-            tg.start_soon(self._collect_garbage_forever)
-        tg.start_soon(openapi.watch_changes, self.api, self._schemas_changed)
-        tg.start_soon(self._say_schema_problems)
+        tg.start_soon(self.garbage.run)
+        tg.start_soon(self.schemas.run)
         log.info("manager started", controller_name=config.dispatcher.controller_name,
                  kinds=[str(g) for g in config.multi_kueue.gvks])  # fmt: skip
 
@@ -234,50 +255,9 @@ class ManagerGeneration:
         """Close every worker connection (the generation's tasks have stopped)."""
         await self.cluster_reconciler.close()
 
-    def _waiting_for_a_worker(self) -> dict[str, int]:
-        """Runs no worker can take now, by mode (the ``multikueue_runs_waiting_for_a_worker`` gauge)."""
-        direct = sum(
-            waits_for_a_fit(obj) for informer, _ in self.direct_kinds.values() for obj in informer.items()
-        )  # fmt: skip
-        return {"Kueue": self.workload_reconciler.waiting_for_a_fit(), "Direct": direct}
-
     def _connections(self) -> dict[str, Worker]:
         """The workers as the dispatch code sees them (``clusters.worker.Worker``), by MultiKueueCluster name."""
         return {name: connection.worker for name, connection in self.cluster_reconciler.connections.items()}
-
-    # ------------------------------------------------------------------------- the manager's schemas
-
-    async def _schemas_changed(self, group_versions: set[str]) -> None:
-        """A configured kind's published schema changed on the manager (its CRD upgraded): status fields it once
-        dropped are mirrored again, for every object of the kind. Another kind's change in the same group version
-        changes nothing."""
-        kinds = [g for g in self.kinds.all if openapi.group_version_path(g.group, g.version) in group_versions]
-        for gvk, schema in (await published_kinds(self.api, kinds)).items():
-            if self._schema_digests.get(gvk) == schema.digest:
-                continue
-            self._schema_digests[gvk] = schema.digest
-            forgot = [r.mirror.forget_kind(gvk) for r in (self.workload_reconciler, self.direct_reconciler)]
-            if any(forgot):  # both forget, not only the first
-                log.info("the kind's schema changed on the manager: dropped status fields tried again", kind=str(gvk))
-                for obj in self.kinds.all[gvk][0].items():  # every object of the kind looked at again
-                    self.kinds.changes.emit(KindChange(gvk, Change("", obj, bulk=True)))
-
-    async def _say_schema_problems(self) -> None:
-        """What the manager's schemas make impossible (a managedByPath they drop), where the configuration is."""
-        schemas = await published_kinds(self.api, self.config.multi_kueue.gvks)
-        self._schema_digests = {gvk: schema.digest for gvk, schema in schemas.items()}
-        for problem in managed_by_problems(self.config, schemas):
-            log.warning("configuration cannot work with the manager's schema", problem=problem)
-            await self.warn("ManagedByPathPruned", problem)
-
-    async def _collect_garbage_forever(self) -> None:
-        while True:
-            await anyio.sleep(self.config.multi_kueue.gc_interval)
-            for reconciler in (self.workload_reconciler, self.direct_reconciler):
-                try:
-                    await reconciler.collect_garbage()
-                except Exception as e:
-                    log.warning("garbage collection failed", error=f"{type(e).__name__}: {e}")
 
     async def _reconcile_workload(self, key: ObjectKey) -> Result | None:
         return await self.workload_reconciler.reconcile(key)
@@ -292,8 +272,8 @@ class ManagerGeneration:
         return await self.check_reconciler.reconcile(name)
 
 
-def _integration(api: ApiClient, config: Configuration, kinds: ServedKinds, workloads: Informer,
-                 metrics: Metrics) -> tuple[IntegrationReconciler, Controller[IntegrationKey]]:  # fmt: skip
+def _integration(api: ApiClient, config: Configuration, kinds: ServedKinds, workloads: Informer, metrics: Metrics,
+                 triggers: Triggers) -> tuple[IntegrationReconciler, Controller[IntegrationKey]]:  # fmt: skip
     """The integration's reconciler over the integrated kinds and its controller, wired when some kind is
     integrated (else its watches would look at every Workload event for nothing)."""
     reconciler = IntegrationReconciler(config, api, kinds.view(config.integrations), workloads)
@@ -301,7 +281,7 @@ def _integration(api: ApiClient, config: Configuration, kinds: ServedKinds, work
         "multikueue_integration", reconciler.reconcile, concurrency=config.dispatcher.concurrency, observe=metrics
     )
     if config.integrations:
-        install(controller, reconciler.watches(kinds.changes))
+        _install(triggers, controller, reconciler.watches(kinds.changes))
     return reconciler, controller
 
 
@@ -313,9 +293,11 @@ class WorkerGeneration:
         self.api, self.config = api, config
         self.informers = SharedInformers(api)
         self.kinds = ServedKinds(self.informers, lambda _: "")
+        self.triggers: Triggers = {}
         workloads = self.informers.of(WORKLOADS)
         workloads.add_indexes(owners.INDEXES)
-        self.integration, self.integration_controller = _integration(api, config, self.kinds, workloads, metrics)
+        self.integration, self.integration_controller = _integration(api, config, self.kinds, workloads, metrics,
+                                                                     self.triggers)  # fmt: skip
         for gvk, resource in served.items():
             self.kinds.serve(gvk, resource)
 
@@ -337,10 +319,6 @@ class WorkerGeneration:
 
 
 Generation = ManagerGeneration | WorkerGeneration
-
-
-def _none_waiting() -> dict[str, int]:
-    return {"Kueue": 0, "Direct": 0}
 
 
 async def serve_manager(
@@ -366,8 +344,6 @@ async def serve_manager(
     finally:
         # After the tasks have stopped, shielded so a cancellation (SIGTERM, lost Lease, reload) still closes every
         # worker client; bounded so a hung worker cannot keep the process alive past its grace period.
-        metrics.waiting.count = _none_waiting  # the gauge no longer reads a stopped generation's caches
-        metrics.worker_queues.queues = dict
         if generation is not None:
             with anyio.move_on_after(CLOSE_TIMEOUT, shield=True):
                 await generation.close()

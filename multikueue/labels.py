@@ -29,6 +29,10 @@ PLACEMENT_FINISHED_AT = "multikueue.x-k8s.io/finished-at"
 """On a direct-mode manager object: when its copy's final status was mirrored (RFC 3339): a kind's ``retention``
 counts from it, across restarts."""
 
+PLACEMENT_CONDITION = "MultiKueuePlacement"
+"""On a direct-mode manager object: the condition that says where the run is and why (this dispatcher's own: never
+mirrored over from a worker)."""
+
 PLACEMENT_AVOID = "multikueue.x-k8s.io/avoid"
 """On a direct-mode manager object: JSON map of workers not to use again, with why (lost there, refused it)."""
 

@@ -96,13 +96,13 @@ class Metrics:
         )
         self.objects_redispatched = Counter(
             "multikueue_objects_redispatched_total",
-            "Checks set to Retry (the run will be dispatched again).",
+            "Runs that left their worker to be dispatched again (Kueue mode: checks set to Retry).",
             ["kind", "cluster"],
             registry=r,
         )
         self.objects_finished = Counter(
             "multikueue_objects_finished_total",
-            "Manager Workloads finished from a worker.",
+            "Runs finished from a worker (Kueue mode: their manager Workloads; Direct mode: their objects).",
             ["kind", "cluster", "reason"],
             registry=r,
         )

@@ -95,10 +95,6 @@ class CheckStatus:
         current = (workload.get("status") or {}).get("conditions") or []
         await self.patch(workload, {"conditions": set_condition(current, condition)})
         log.info("workload finished", workload=str(ObjectKey.of(workload)), reason=reason)
-        if self.metrics is not None:
-            owner = wl.owner(workload)
-            where = (workload.get("status") or {}).get("clusterName") or ""
-            self.metrics.objects_finished.labels(owner[0].kind if owner else "", where, reason).inc()
 
     async def patch(self, workload: Object, status: Object) -> Object:
         """A merge patch on the manager Workload's ``/status``, guarded by its resourceVersion.

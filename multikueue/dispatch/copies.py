@@ -7,178 +7,79 @@ answer (``WorkerWriteFailed``)."""
 from __future__ import annotations
 
 import datetime
-from dataclasses import dataclass
-from enum import Enum
 from typing import Any
 
 import structlog
 
-from multikueue.clusters.worker import Worker
+from multikueue.clusters.worker import LiveObjects, Worker
 from multikueue.dispatch.adapter import GenericAdapter
+from multikueue.dispatch.copy_outcomes import (
+    ANY_RUN as ANY_RUN,
+)
+from multikueue.dispatch.copy_outcomes import (
+    Absent as Absent,
+)
+from multikueue.dispatch.copy_outcomes import (
+    Adopted as Adopted,
+)
+from multikueue.dispatch.copy_outcomes import (
+    Behind as Behind,
+)
+from multikueue.dispatch.copy_outcomes import (
+    CopyOutcome as CopyOutcome,
+)
+from multikueue.dispatch.copy_outcomes import (
+    Created as Created,
+)
+from multikueue.dispatch.copy_outcomes import (
+    CreateRefused as CreateRefused,
+)
+from multikueue.dispatch.copy_outcomes import (
+    Finished as Finished,
+)
+from multikueue.dispatch.copy_outcomes import (
+    Foreign as Foreign,
+)
+from multikueue.dispatch.copy_outcomes import (
+    Gone as Gone,
+)
+from multikueue.dispatch.copy_outcomes import (
+    Held as Held,
+)
+from multikueue.dispatch.copy_outcomes import (
+    InSync as InSync,
+)
+from multikueue.dispatch.copy_outcomes import (
+    NoStatus as NoStatus,
+)
+from multikueue.dispatch.copy_outcomes import (  # re-exported: what ``sync`` finds
+    OwnershipConflict as OwnershipConflict,
+)
+from multikueue.dispatch.copy_outcomes import (
+    Run as Run,
+)
+from multikueue.dispatch.copy_outcomes import (
+    Stale as Stale,
+)
+from multikueue.dispatch.copy_outcomes import (
+    Unlisted as Unlisted,
+)
+from multikueue.dispatch.copy_outcomes import (
+    Vanished as Vanished,
+)
+from multikueue.dispatch.copy_outcomes import (
+    Want as Want,
+)
 from multikueue.dispatch.mirror import StatusMirror
 from multikueue.dispatch.writes import WorkerWriteFailed
 from multikueue.kube.addresses import GroupVersionKind
 from multikueue.kube.errors import Conflict, KubeError
-from multikueue.kube.resources import Objects
-from multikueue.labels import MANAGER_UID_ANNOTATION, ORIGIN_LABEL, prebuilt_workload_of
+from multikueue.labels import MANAGER_UID_ANNOTATION, ORIGIN_LABEL
 from multikueue.runtime.informer import ObjectKey
 
 log = structlog.get_logger(__name__)
 Object = dict[str, Any]
 WRITE_FAILURES: tuple[type[Exception], ...] = (KubeError,)
-
-
-class OwnershipConflict(Exception):
-    """A same-named object on a worker that this manager did not create."""
-
-
-class Want(Enum):
-    RUN = "run"  # the copy should exist: created when absent
-    OBSERVE = "observe"  # never created: mirrored if it is there (a run being evicted, or not yet recorded)
-
-
-@dataclass(frozen=True)
-class Run:
-    """Which run a copy must have been made for: the manager object's UID and, in Kueue mode, its prebuilt
-    Workload's name (Kueue hashes the owner's UID into it). A same-named copy with this origin made for another run
-    (the object deleted and created again while the worker was unreachable, or while a finalizer held the copy) is
-    stale. An empty field matches any copy (an object read before it had a UID, a copy of an older version)."""
-
-    uid: str = ""
-    workload: str = ""
-
-    @classmethod
-    def of(cls, obj: Object | None, workload: str = "") -> Run:
-        return cls(str(((obj or {}).get("metadata") or {}).get("uid") or ""), workload)
-
-    def made(self, worker_obj: Object) -> bool:
-        """Whether ``worker_obj`` is this run's copy."""
-        copied = ((worker_obj.get("metadata") or {}).get("annotations") or {}).get(MANAGER_UID_ANNOTATION)
-        if self.uid and copied and copied != self.uid:
-            return False
-        prebuilt = prebuilt_workload_of(worker_obj)
-        return not (self.workload and prebuilt and prebuilt != self.workload)
-
-    __call__ = made
-
-
-ANY_RUN = Run()
-
-
-@dataclass(frozen=True, kw_only=True)
-class Absent:
-    """No copy, and none made (``Want.OBSERVE``): the worker's cache of the kind has listed, and lacks it."""
-
-    obj: Object
-
-
-@dataclass(frozen=True, kw_only=True)
-class Unlisted:
-    """No copy cached, and the worker's cache of the kind has not listed yet (a moment after a connect, a failover
-    or a reload): whether it is there is not known. Never read as absent (``Want.OBSERVE``)."""
-
-    obj: Object
-
-
-@dataclass(frozen=True, kw_only=True)
-class Stale:
-    """A same-named copy with this origin made for an earlier run (``Run``): never held, mirrored or adopted. Its
-    deletion was asked (or it is already going, held by finalizers); this run waits until it is gone."""
-
-    obj: Object
-    worker_obj: Object
-    message: str
-    going_for: float = 0.0  # seconds since its deletion began (a finalizer that never lets go: the run moves on)
-
-
-@dataclass(frozen=True, kw_only=True)
-class Gone:
-    """The copy ran there (``ran_there``) and is gone, deleted on the worker by someone else (a pruner, a TTL, a
-    user) before its final status reached the manager: never created again, so the run is not executed twice."""
-
-    obj: Object
-    message: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class Created:
-    """Created by this pass: its status comes with the worker's watch event."""
-
-    obj: Object
-
-
-@dataclass(frozen=True, kw_only=True)
-class Vanished:
-    """The create met a same-named copy that is gone again: look again at once."""
-
-    obj: Object
-
-
-@dataclass(frozen=True, kw_only=True)
-class CreateRefused:
-    """The worker answered the create with a refusal: the run is certainly not there."""
-
-    obj: Object
-    error: WorkerWriteFailed
-
-
-@dataclass(frozen=True, kw_only=True)
-class Foreign:
-    """A same-named object that is not this manager's and not adoptable: left untouched."""
-
-    obj: Object
-    worker_obj: Object
-    message: str
-
-
-@dataclass(frozen=True, kw_only=True)
-class Adopted:
-    """A same-named copy proven to be this manager's (``Adopt``), labelled so by this pass; the next pass, which its
-    watch event brings, carries its spec and mirrors its status (said apart, so that telling it never depends on
-    the steps after it)."""
-
-    obj: Object
-    worker_obj: Object
-
-
-@dataclass(frozen=True, kw_only=True)
-class Held:
-    """The manager object is suspended: its status is not written."""
-
-    obj: Object
-    worker_obj: Object
-    first: bool = False  # with a status to hold back, on the first pass of this suspension: say it once
-
-
-@dataclass(frozen=True, kw_only=True)
-class NoStatus:
-    """The copy has no status yet."""
-
-    obj: Object
-    worker_obj: Object
-
-
-@dataclass(frozen=True, kw_only=True)
-class InSync:
-    """The manager object's mapped status equals the copy's (written now if it differed)."""
-
-    obj: Object  # the manager object now (a guarded write that follows must carry its resourceVersion)
-    worker_obj: Object
-    written: bool = False  # the status was written on the manager object by this pass
-    pruned: tuple[str, ...] = ()  # status fields the manager's schema dropped: tell once
-
-
-@dataclass(frozen=True, kw_only=True)
-class Finished(InSync):
-    """In sync, and the kind's ``finished`` predicate holds on the copy."""
-
-    reason: str  # Succeeded or Failed
-    message: str
-
-
-CopyOutcome = (
-    Absent | Unlisted | Created | Vanished | CreateRefused | Foreign | Stale | Gone | Adopted | Held | NoStatus | InSync
-)  # fmt: skip
 
 
 async def sync(
@@ -188,7 +89,7 @@ async def sync(
     *,
     want: Want,
     origin: str,
-    manager: Objects,
+    manager: LiveObjects,
     mirror: StatusMirror,
     workload_name: str = "",
     ran_there: bool = False,
@@ -210,19 +111,31 @@ async def sync(
         listed = worker.listed(adapter.gvk)
         if want is Want.OBSERVE:
             return Absent(obj=obj) if listed else Unlisted(obj=obj)
-        # A run that ran there is read live whatever the cache says (it may still be listing): never made twice.
-        found = await (_gone_or_found(worker, adapter, obj, origin) if ran_there else
+        # A run that ran there (or ended there) is read live whatever the cache says (it may still be listing, or
+        # lag after a failover, a reload or a reconnect): never made twice, its final status never lost.
+        found = await (_gone_or_found(worker, adapter, obj, origin) if ran_there or want is Want.FINAL else
                        _create(worker, adapter, obj, origin=origin, workload_name=workload_name))  # fmt: skip
         if not isinstance(found, dict):
             return found
         worker_obj = found
+    elif want is Want.FINAL and not adapter.finished(worker_obj):
+        # A cached copy the kind's ``finished`` predicate holds on has its final status: no read (a read per run
+        # would wait on a hung worker). Else the worker's Workload copy may have finished before the object's
+        # watch brought the final status (the two caches relist on their own after a reconnect): read live.
+        fresh = await _final(worker, adapter, obj, worker_obj)
+        if fresh is not None:
+            return fresh
     if not is_ours(worker_obj, origin):
         mine = await adopt(worker, adapter, worker_obj, obj, origin)
         if mine is None:
             message = not_ours_message(adapter.gvk.kind, key, worker.name, origin)
-            return Foreign(obj=obj, worker_obj=worker_obj, message=message)
+            return Foreign(obj=obj, worker_obj=worker_obj, message=message, this_run=_copied_from(worker_obj, obj))
         return Adopted(obj=obj, worker_obj=mine)
     if not run.made(worker_obj):
+        return await _stale(worker, adapter, obj, worker_obj)
+    if want is Want.RUN and worker_obj["metadata"].get("deletionTimestamp"):
+        # Going before this run may start there (an earlier attempt's copy, evicted and re-admitted to the same
+        # worker while a finalizer holds it; or deleted there by someone else): never taken as this run's.
         return await _stale(worker, adapter, obj, worker_obj)
     await carry_spec(worker, adapter, obj, worker_obj)
     mirrored = await mirror.write(
@@ -298,19 +211,45 @@ async def look_up(
 
 
 async def _stale(worker: Worker, adapter: GenericAdapter, obj: Object, worker_obj: Object) -> Stale:
-    """A copy of an earlier same-named run: deleted (exactly that one: its UID is the precondition), and said."""
+    """A copy of an earlier same-named run, or one being deleted before this run may start there: deleted (exactly
+    that one: its UID is the precondition), and said."""
     meta = worker_obj["metadata"]
     key = ObjectKey.of(obj)
-    if not meta.get("deletionTimestamp"):
+    going = bool(meta.get("deletionTimestamp"))
+    if not going:
         await _delete(worker, adapter.gvk, worker_obj)
     held = meta.get("finalizers") or []
     then = f", held there by the finalizers {', '.join(held)}" if held else ""
     uid = (meta.get("annotations") or {}).get(MANAGER_UID_ANNOTATION) or "?"
-    message = (f"{adapter.gvk.kind} {key} on worker {worker.name} is the copy of an earlier run of that name "
-               f"(manager UID {uid}, not {obj['metadata'].get('uid')}): it is being deleted{then}; this run is "
+    which = (
+        f"is a copy of this run being deleted there (manager UID {uid})"
+        if _copied_from(worker_obj, obj)
+        else f"is the copy of an earlier run of that name (manager UID {uid}, not {obj['metadata'].get('uid')})"
+    )
+    message = (f"{adapter.gvk.kind} {key} on worker {worker.name} {which}: it is being deleted{then}; this run is "
                "created there once it is gone")  # fmt: skip
     log.info("stale copy on worker", cluster=worker.name, kind=adapter.gvk.kind, object=str(key), manager_uid=uid)
     return Stale(obj=obj, worker_obj=worker_obj, message=message, going_for=going_for(worker_obj))
+
+
+def _copied_from(worker_obj: Object, obj: Object) -> bool:
+    """Whether the worker object names the manager object's very UID (this run's copy, whatever its labels)."""
+    uid = obj["metadata"].get("uid")
+    return bool(uid) and ((worker_obj["metadata"].get("annotations") or {}).get(MANAGER_UID_ANNOTATION) == uid)
+
+
+async def _final(worker: Worker, adapter: GenericAdapter, obj: Object, cached: Object) -> Behind | Gone | None:
+    """``Want.FINAL``: the cached copy read live. Gone there (its final status never came): ``Gone``. Newer there:
+    kept in the cache, ``Behind`` (mirrored by the next pass). The same: ``None``."""
+    key = ObjectKey.of(cached)
+    live = await worker.objects(adapter.gvk).get(key.name, key.namespace)
+    if live is None:
+        log.warning("copy deleted on worker before its final status came", cluster=worker.name, kind=adapter.gvk.kind,
+                    object=str(key))  # fmt: skip
+        return Gone(obj=obj, message=gone_message(adapter.gvk.kind, key, worker.name))
+    if live["metadata"].get("resourceVersion") == cached["metadata"].get("resourceVersion"):
+        return None
+    return Behind(obj=obj) if worker.remember_copy(adapter.gvk, live) else None
 
 
 def going_for(worker_obj: Object) -> float:

@@ -12,9 +12,9 @@ of Kueue's ``reconcileGroup``:
    is recorded, only its copy can finish or evict the run;
 4. a copy whose spec no longer matches (``CarryPriority`` or ``ReplaceCopy``);
 5. the first worker to admit it wins (``RunOnWinner``: recorded on the Workload before anything is created there);
-   the admitting worker gone or lost for longer than ``workerLostTimeout`` resets the check (``RetryAdmission``),
-   lost for less is waited for, and the check's message says so (``AwaitLostWorker``); a run whose object ran
-   there and was deleted there by someone else is not run again (``LostOnWorker``);
+   the admitting worker unreachable is the run's lifecycle, shared with Direct mode (``run_lifecycle.unreachable``:
+   waited for up to ``workerLostTimeout``, then left); gone there, it resets the check (``RetryAdmission``), unless
+   its object ran there and was deleted there by someone else: it is not run again (``run_lifecycle.LostThere``);
 6. otherwise workers are nominated (AllAtOnce, Incremental, or an external dispatcher's) and the Workload copied
    to them (``Nominate``). Beyond Kueue, the run's worker selection (the kind's ``workerSelector`` and the
    object's ``multikueue.x-k8s.io/worker-selector``) narrows the nominations; a run it leaves no worker is told so
@@ -30,8 +30,11 @@ from typing import Any
 
 from multikueue import specdigest
 from multikueue.config import DISPATCHER_ALL_AT_ONCE, DISPATCHER_INCREMENTAL
+from multikueue.dispatch import run_lifecycle
 from multikueue.dispatch import workload_state as wl
 from multikueue.dispatch.placement import NO_WORKER_MATCHES, Selection
+from multikueue.dispatch.run_lifecycle import RunView
+from multikueue.dispatch.run_lifecycle import Wait as Wait  # a step of both
 
 Object = dict[str, Any]
 UNEXPECTED_READY = "Admission check is Ready but no admitting cluster is recorded; this is unexpected, please report it"
@@ -79,13 +82,6 @@ class Group:
     @property
     def unavailable(self) -> tuple[str, ...]:
         return tuple(c for c in self.clusters if c not in self.connected)
-
-
-@dataclass(frozen=True)
-class Wait:
-    """Nothing to do now (look again after ``requeue_after`` seconds, if set)."""
-
-    requeue_after: float | None = None
 
 
 @dataclass(frozen=True)
@@ -142,34 +138,14 @@ class RetryAdmission:
     message: str
 
 
-@dataclass(frozen=True)
-class AwaitLostWorker:
-    """The recorded worker is unreachable: it may hold the run (created, or a create whose answer was lost), so
-    nothing goes elsewhere before ``workerLostTimeout``; the check's message tells the user why the run waits."""
-
-    cluster: str
-    requeue_after: float
-    lost_timeout: float
-
-    @property
-    def message(self) -> str:
-        return (f'The workload was admitted on "{self.cluster}", which is unreachable: it is waited for up to '
-                f"workerLostTimeout ({self.lost_timeout:g}s) before the workload is re-admitted elsewhere")  # fmt: skip
-
-
-@dataclass(frozen=True)
-class LostOnWorker:
+def lost_on_worker(cluster: str) -> run_lifecycle.LostThere:
     """The run's object ran on the recorded worker, and it and its Workload copy are gone there (deleted by someone
-    else: a pruner, a TTL, a user) before the final status reached the manager. It is not run again: the Workload
-    finishes as Failed, saying so."""
-
-    cluster: str
-
-    @property
-    def message(self) -> str:
-        return (f'The workload\'s object and its Workload copy on "{self.cluster}" were deleted there (not by this '
-                "dispatcher) before the final status reached the manager: it is not run again, and the status shown "
-                "is the last one mirrored")  # fmt: skip
+    else: a pruner, a TTL, a user) before the final status reached the manager: it is not run again."""
+    return run_lifecycle.LostThere(
+        f'The workload\'s object and its Workload copy on "{cluster}" were deleted there (not by this dispatcher) '
+        "before the final status reached the manager: it is not run again, and the status shown is the last one "
+        "mirrored"
+    )
 
 
 @dataclass(frozen=True)
@@ -206,8 +182,8 @@ class GiveUp:
 
 
 Step = (
-    Wait | RemoveEverywhere | ResetOutOfSync | FinishedOnWorker | KeepEvicted | ResetEvicted | CarryPriority
-    | ReplaceCopy | RetryAdmission | AwaitLostWorker | LostOnWorker | RunOnWinner | Nominate | GiveUp
+    RemoveEverywhere | ResetOutOfSync | FinishedOnWorker | KeepEvicted | ResetEvicted | CarryPriority | ReplaceCopy
+    | RetryAdmission | RunOnWinner | Nominate | GiveUp | run_lifecycle.Unreachable | run_lifecycle.LostThere
 )  # fmt: skip
 
 
@@ -280,21 +256,19 @@ def _winner(group: Group) -> Step | None:
     if group.state.get("state") != wl.READY:
         return None
     admitting = str(group.status.get("clusterName") or "")
-    if admitting in group.unavailable:
+    if admitting in group.unavailable:  # it may hold the run: the shared lifecycle waits for it, then leaves it
         since = group.lost_since.get(admitting)
-        left = group.lost_timeout - (group.now - since if since is not None else 0.0)
-        if admitting in group.settling:  # a replica that took over has not tried that worker yet: nothing to tell
-            return Wait(max(left, HOLDING_UNKNOWN_RECHECK))
-        if left <= 0:
-            return RetryAdmission("Admitting remote lost")
-        return AwaitLostWorker(admitting, left, group.lost_timeout)
+        return run_lifecycle.unreachable(RunView(
+            worker=admitting, lost_timeout=group.lost_timeout, lost_for=group.now - since if since is not None else 0.0,
+            settling=admitting in group.settling,
+        ))  # fmt: skip
     if not admitting:
         return RetryAdmission(UNEXPECTED_READY)
     holding = group.holding.get(admitting, False)
     if holding is None:
         return Wait(HOLDING_UNKNOWN_RECHECK)  # its cache of the kind has not listed: the object may be there
     if group.ran_there and not holding and not str(group.state.get("message") or "").startswith(REPLACING):
-        return LostOnWorker(admitting)
+        return lost_on_worker(admitting)
     return RetryAdmission("Admitting remote no longer exists")
 
 

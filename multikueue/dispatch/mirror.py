@@ -17,10 +17,10 @@ from typing import Any, Literal
 
 import structlog
 
+from multikueue.clusters.worker import LiveObjects
 from multikueue.dispatch.adapter import GenericAdapter
 from multikueue.kube.addresses import GroupVersionKind
 from multikueue.kube.errors import Refused, summary
-from multikueue.kube.resources import Objects
 from multikueue.mergepatch import pruned_paths
 from multikueue.runtime.informer import ObjectKey
 
@@ -115,7 +115,7 @@ class StatusMirror:
 
     async def write(
         self,
-        manager: Objects,
+        manager: LiveObjects,
         adapter: GenericAdapter,
         obj: Object,
         worker_obj: Object,

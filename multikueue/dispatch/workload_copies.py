@@ -10,6 +10,7 @@ its Workload here again.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import structlog
@@ -17,7 +18,6 @@ import structlog
 from multikueue.clusters.worker import Worker
 from multikueue.dispatch import copies
 from multikueue.dispatch import workload_state as wl
-from multikueue.dispatch.adapter import GenericAdapter
 from multikueue.dispatch.writes import WorkerWriteFailed
 from multikueue.kube.addresses import GroupVersionKind
 from multikueue.kube.conditions import set_condition
@@ -90,26 +90,31 @@ async def deactivate(worker: Worker, worker_wl: Object, workload: Object) -> Non
     await worker.workload_objects().patch_status(meta["name"], patch, meta["namespace"])
 
 
-async def collect_garbage(
-    workers: dict[str, Worker], manager_workloads: Informer, adapters: dict[GroupVersionKind, GenericAdapter]
-) -> None:
-    """Delete worker objects of this origin whose manager Workload is gone or being deleted (Kueue's runGC), and,
-    beyond Kueue, worker objects whose Workload copy is already gone too."""
-    for cluster, worker in list(workers.items()):
-        if not worker.connected:
-            continue
-        orphans: set[ObjectKey] = set()
+class KueueGarbage:
+    """Kueue mode's rules for the garbage collector (``garbage.Mode``), as Kueue's ``runGC``: a worker object whose
+    manager Workload (named by its prebuilt-workload annotation) is gone, and, beyond Kueue, one whose Workload copy
+    is already gone too; a Workload copy whose manager Workload is gone or being deleted."""
+
+    def __init__(self, manager_workloads: Informer, kinds: Callable[[GroupVersionKind], bool]) -> None:
+        self.manager_workloads = manager_workloads
+        self.kinds = kinds  # whether a kind is dispatched in Kueue mode
+
+    def dispatches(self, gvk: GroupVersionKind) -> bool:
+        return self.kinds(gvk)
+
+    async def wants(self, worker: str, gvk: GroupVersionKind, worker_obj: Object) -> bool:
+        name = prebuilt_workload_of(worker_obj)
+        return not name or self.manager_workloads.get(ObjectKey(worker_obj["metadata"]["namespace"], name)) is not None
+
+    async def remove(self, worker: Worker, gvk: GroupVersionKind, worker_obj: Object) -> bool:
+        key = ObjectKey(worker_obj["metadata"]["namespace"], prebuilt_workload_of(worker_obj) or "")
+        sent = await copies.delete(worker, gvk, ObjectKey.of(worker_obj), copies.Run(workload=key.name))
+        await remove_workload(worker, key)
+        return sent
+
+    async def sweep(self, worker: Worker) -> None:
         for worker_wl in worker.workloads():
             key = ObjectKey.of(worker_wl)
-            workload = manager_workloads.get(key)
+            workload = self.manager_workloads.get(key)
             if workload is None or workload["metadata"].get("deletionTimestamp"):
-                orphans.add(key)
-        for gvk in worker.kinds():
-            for worker_obj in worker.copies(gvk):
-                name = prebuilt_workload_of(worker_obj)
-                key = ObjectKey(worker_obj["metadata"]["namespace"], name or "")
-                if name and manager_workloads.get(key) is None and gvk in adapters:
-                    log.info("orphan on worker", cluster=cluster, kind=gvk.kind, object=str(ObjectKey.of(worker_obj)))
-                    await remove(worker, gvk, ObjectKey.of(worker_obj), key)
-        for key in orphans:  # the objects themselves were handled above, through their annotation
-            await _remove_workload(worker, key)
+                await _remove_workload(worker, key)  # its object went above, through its annotation

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Hashable, Mapping
 from dataclasses import dataclass, field
+from typing import Generic, TypeVar
 
 import anyio
 import anyio.abc
@@ -31,13 +32,16 @@ class _Running:
     detached: bool = False
 
 
-class WorkerWrites:
-    def __init__(self, enqueue: Callable[[Hashable], None], *, patience: float = PATIENCE) -> None:
+K = TypeVar("K", bound=Hashable)
+
+
+class WorkerWrites(Generic[K]):
+    def __init__(self, enqueue: Callable[[K], None], *, patience: float = PATIENCE) -> None:
         self.enqueue = enqueue
         self.patience = patience
         self._group: anyio.abc.TaskGroup | None = None
-        self._running: dict[tuple[str, Hashable], _Running] = {}
-        self._failed: dict[tuple[str, Hashable], BaseException] = {}
+        self._running: dict[tuple[str, K], _Running] = {}
+        self._failed: dict[tuple[str, K], BaseException] = {}
 
     async def run(self) -> None:
         """Own the background writes (until cancelled, which cancels them too)."""
@@ -48,18 +52,18 @@ class WorkerWrites:
             finally:
                 self._group = None
 
-    def busy(self, worker: str, key: Hashable) -> bool:
+    def busy(self, worker: str, key: K) -> bool:
         """A write for ``key`` to ``worker`` is still running from an earlier pass."""
         return (worker, key) in self._running
 
-    def take_failures(self, key: Hashable) -> dict[str, BaseException]:
+    def take_failures(self, key: K) -> dict[str, BaseException]:
         """Failures of background writes for ``key`` that ended since the last pass, per worker."""
         taken = {w: e for (w, k), e in self._failed.items() if k == key}
         for worker in taken:
             del self._failed[(worker, key)]
         return taken
 
-    async def each(self, key: Hashable, writes: Mapping[str, Write]) -> dict[str, BaseException]:
+    async def each(self, key: K, writes: Mapping[str, Write]) -> dict[str, BaseException]:
         """Run one write per worker at once; the failures of those that ended within ``patience``, per worker.
         A worker whose earlier write for ``key`` is still running is skipped."""
         todo = {w: write for w, write in writes.items() if not self.busy(w, key)}
@@ -79,7 +83,7 @@ class WorkerWrites:
                 failures[worker] = running.error
         return failures
 
-    def _start(self, group: anyio.abc.TaskGroup, worker: str, key: Hashable, write: Write) -> _Running:
+    def _start(self, group: anyio.abc.TaskGroup, worker: str, key: K, write: Write) -> _Running:
         running = _Running()
         self._running[(worker, key)] = running
 

@@ -29,10 +29,10 @@ import yaml
 from multikueue.kube.addresses import MULTIKUEUE_CLUSTERS, Resource
 from multikueue.kube.resources import Objects
 from multikueue.labels import MANAGER_UID_ANNOTATION
-from multikueue.testing import TestBed, kueue
-from multikueue.testing.apiproxy import ApiProxy
-from multikueue.testing.objects import pipelinerun, running_status
-from multikueue.testing.waiting import eventually, wait_until
+from multikueue_testbed import TestBed, kueue
+from multikueue_testbed.apiproxy import ApiProxy
+from multikueue_testbed.objects import pipelinerun, running_status
+from multikueue_testbed.waiting import eventually, wait_until
 from tests.integration.scenario import Scenario
 from tests.integration.test_direct import direct, notes, placed, placement_condition
 
@@ -578,6 +578,33 @@ async def test_direct_a_copy_deleted_on_its_worker_is_not_made_again(
         assert placement_condition(done)["reason"] == "Placed", placement_condition(done)
     for worker in ("worker1", "worker2"):
         assert await s.runs(worker).get("pruned", s.namespace) is None, f"made again on {worker}"
+
+
+@pytest.mark.parametrize("multikueue_config", [direct()])
+async def test_direct_a_copy_replaced_there_by_a_foreign_object_is_not_run_again(scenario: Scenario) -> None:
+    """The copy on worker1 ran there (its status mirrored) and, while the dispatcher is down, is deleted and a
+    same-named object that is not this manager's takes its place. The run is not placed elsewhere (it would run a
+    second time): it is Failed with `CopyDeleted`, the foreign object untouched."""
+    s = scenario
+    await on_worker1(s, "replaced")
+    await s.runs("worker1").patch_status("replaced", {"status": running_status("replaced")}, s.namespace)
+    await s.wait(s.runs("manager"), "replaced", lambda r: r["status"].get("startTime"), "its status mirrored")
+    assert s.stop_manager is not None
+    s.stop_manager()
+    await s.runs("worker1").delete("replaced", s.namespace)
+    await s.wait(s.runs("worker1"), "replaced", lambda r: r is None, "the copy gone")
+    foreign = await s.runs("worker1").create(pipelinerun("replaced"), s.namespace)  # no origin label, no manager UID
+    await s.start_manager()
+
+    def ended(run: Any) -> bool:
+        return notes(run).get("multikueue.x-k8s.io/phase") == "Failed" and bool(placement_condition(run))
+
+    done = await s.wait(s.runs("manager"), "replaced", ended, "the run Failed")
+    assert placement_condition(done)["reason"] == "CopyDeleted", placement_condition(done)
+    assert notes(done).get("multikueue.x-k8s.io/worker") == s.names["worker1"], "never placed elsewhere"
+    assert await s.runs("worker2").get("replaced", s.namespace) is None, "run a second time on worker2"
+    there = await s.get(s.runs("worker1"), "replaced")
+    assert uid(there) == uid(foreign), "the foreign object is left untouched"
 
 
 # ------------------------------------------------------------------- 7. CA data that is not a certificate

@@ -4,7 +4,7 @@ the workers and the origin; nothing may be dispatched twice or dropped, and noth
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
@@ -16,9 +16,9 @@ from multikueue.config import Configuration, Shard
 from multikueue.kube.addresses import ADMISSION_CHECKS
 from multikueue.kube.resources import Objects
 from multikueue.process import Process
-from multikueue.testing import kueue
-from multikueue.testing.objects import pipelinerun
-from multikueue.testing.waiting import eventually, wait_until
+from multikueue_testbed import kueue
+from multikueue_testbed.objects import pipelinerun
+from multikueue_testbed.waiting import eventually, wait_until
 from tests.integration.scenario import LOOPBACK, Scenario
 from tests.integration.test_direct import PHASE, WORKER, direct, names_on, notes, placed, succeed, worker_key
 
@@ -77,7 +77,7 @@ async def collect_garbage(*shards: Process | None) -> None:
     """A garbage collection pass of each shard, now (instead of waiting for gcInterval)."""
     for shard in shards:
         assert shard is not None
-        await shard.generation.direct_reconciler.collect_garbage()
+        await shard.generation.collector.collect_garbage()
 
 
 @pytest.mark.parametrize("multikueue_config", [DIRECT_SHARD_A])
@@ -198,5 +198,4 @@ async def check_ready(s: Scenario, wl_name: str, check: str) -> None:
 
 async def collect_kueue_garbage(shard: Process) -> None:
     """Shard A's garbage collection, now: Workloads of shard B's check must not look like orphans to it."""
-    collect: Callable[[], Awaitable[None]] = shard.generation.workload_reconciler.collect_garbage
-    await collect()
+    await shard.generation.collector.collect_garbage()

@@ -9,6 +9,7 @@ import pytest
 
 from multikueue.config import DISPATCHER_ALL_AT_ONCE, DISPATCHER_INCREMENTAL
 from multikueue.dispatch import decision as d
+from multikueue.dispatch import run_lifecycle as rl
 from multikueue.dispatch.placement import Selection, selection
 from multikueue.specdigest import summarized
 
@@ -179,7 +180,7 @@ CASES: list[tuple[str, d.Group, d.Step]] = [
     (
         "Ready, its copies gone on its worker after the run ran there: not run again",
         group(workload(RESERVED, state="Ready", cluster="w1"), {}, holding={"w1": False}, ran_there=True),
-        d.LostOnWorker("w1"),
+        d.lost_on_worker("w1"),
     ),
     (
         "Ready, its Workload copy gone, its object's cache not listed yet: it may be there",
@@ -194,7 +195,7 @@ CASES: list[tuple[str, d.Group, d.Step]] = [
     (
         "Ready on a worker whose connection was dropped: lost since the drop",
         group(workload(RESERVED, state="Ready", cluster="w1"), {}, connected=("w2",), lost_since={"w1": 90.0}),
-        d.RetryAdmission("Admitting remote lost"),
+        rl.Leave(rl.Cause.LOST, "unreachable for more than 900s", "unreachable for more than 900s"),
     ),
     (
         "admitted on w2: w1's copy goes",
@@ -293,7 +294,7 @@ CASES: list[tuple[str, d.Group, d.Step]] = [
     (
         "a replica that took over sees only another worker's admitted copy: no second winner",
         group(workload(RESERVED, state="Ready", cluster="w1"), {"w2": copy_(cond("Admitted"))}, connected=("w2",)),
-        d.AwaitLostWorker("w1", 900.0, 900.0),
+        rl.AwaitWorker(900.0, 900.0),
     ),
     (
         "admitted, evicted on the manager: deactivated there",
@@ -306,7 +307,7 @@ CASES: list[tuple[str, d.Group, d.Step]] = [
     (
         "Ready, the admitting worker lost for less than the timeout",
         group(workload(RESERVED, state="Ready", cluster="w2"), connected=("w1",), lost_since={"w2": 900.0}),
-        d.AwaitLostWorker("w2", 800.0, 900.0),
+        rl.AwaitWorker(800.0, 900.0),
     ),
     (
         "Ready, not tried yet by a replica that took over long after the worker's outage clock began: still waited",
@@ -334,17 +335,17 @@ CASES: list[tuple[str, d.Group, d.Step]] = [
             connected=("w2",),
             lost_since={"w1": 990.0},
         ),
-        d.AwaitLostWorker("w1", 890.0, 900.0),
+        rl.AwaitWorker(890.0, 900.0),
     ),
     (
         "Ready, the admitting worker lost for longer",
         group(workload(RESERVED, state="Ready", cluster="w2"), connected=("w1",), lost_since={"w2": 50.0}),
-        d.RetryAdmission("Admitting remote lost"),
+        rl.Leave(rl.Cause.LOST, "unreachable for more than 900s", "unreachable for more than 900s"),
     ),
     (
         "Ready, the admitting worker never seen since start: the full timeout",
         group(workload(RESERVED, state="Ready", cluster="w2"), connected=("w1",)),
-        d.AwaitLostWorker("w2", 900.0, 900.0),
+        rl.AwaitWorker(900.0, 900.0),
     ),
     (
         "Ready, the admitting copy gone",
@@ -445,11 +446,7 @@ def test_all_at_once_is_the_default() -> None:
 
 def test_a_lost_admitting_worker_is_told_on_the_check() -> None:
     step = d.decide(group(workload(RESERVED, state="Ready", cluster="w2"), connected=("w1",), lost_since={"w2": 990.0}))
-    assert isinstance(step, d.AwaitLostWorker)
-    assert step.message == (
-        'The workload was admitted on "w2", which is unreachable: it is waited for up to workerLostTimeout (900s) '
-        "before the workload is re-admitted elsewhere"
-    )
+    assert step == rl.AwaitWorker(890.0, 900.0)  # the check's message: tests/unit/test_run_lifecycle.py
 
 
 # The run's worker selection (beyond Kueue): w1 is in the EU, w2 in the US.

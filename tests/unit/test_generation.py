@@ -145,7 +145,7 @@ async def test_a_workers_state_is_told_once_per_change_and_a_deleted_workload_is
 
         gone = meta("wl-gone")
         deliver(g.informers.of(WORKLOADS), DELETED, gone)
-        assert g.workload_reconciler.deleted == {ObjectKey("ns", "wl-gone"): gone}, "kept before its key is queued"
+        assert g.workload_reconciler.memory.deleted == {ObjectKey("ns", "wl-gone"): gone}, "kept before its key is queued"
         assert await drain(g.workload_controller.queue) == [ObjectKey("ns", "wl-gone")]
         tg.cancel_scope.cancel()
 
@@ -170,4 +170,53 @@ async def test_the_integration_hears_its_kinds_and_the_workloads_they_control() 
             deliver(g.kinds.all[JOBSET][0], ADDED, meta("js-1"))
             deliver(g.informers.of(WORKLOADS), ADDED, controlled_by(JOBSET, "js-1", "wl-2"))
             assert await drain(queue) == []
+        tg.cancel_scope.cancel()
+
+
+async def test_the_runnables_are_wired_to_the_reconcilers_and_caches_they_serve() -> None:
+    async with anyio.create_task_group() as tg:
+        g = manager_generation(tg)
+        dispatchers = (g.workload_reconciler, g.direct_reconciler)
+        assert tuple(g.garbage.collectors) == (g.collector,), "one collector"
+        assert list(g.collector.modes) == [g.workload_reconciler.garbage, g.direct_reconciler], "for both modes"
+        assert g.garbage.every == 60.0, "Kueue's default gcInterval"
+        assert list(g.schemas.mirrors) == [r.mirror for r in dispatchers], "both modes' mirrors forget a kind"
+        assert g.schemas.kinds is g.kinds.all, "a kind served later has its schema healed too"
+        assert g.waiting.direct_kinds is g.direct_kinds
+        assert g.queues_gauge.queues is g.worker_queues
+        tg.cancel_scope.cancel()
+
+
+async def test_no_garbage_collection_with_a_zero_interval() -> None:
+    async with anyio.create_task_group() as tg:
+        g = manager_generation(tg, CONFIG.replace("multiKueue: {", "multiKueue: {gcInterval: 0s, "))
+        with anyio.fail_after(1):
+            await g.garbage.run()  # returns at once: nothing to run
+        tg.cancel_scope.cancel()
+
+
+async def test_the_gauges_read_the_generations_caches_while_it_runs_and_nothing_after() -> None:
+    async with anyio.create_task_group() as tg:
+        g = manager_generation(tg)
+        waiting, placed = meta("js-waiting"), meta("js-placed")
+        no_fit = {"type": "MultiKueuePlacement", "status": "False", "reason": "NoWorkerFits"}  # as the object says it
+        waiting["status"] = {"conditions": [no_fit]}
+        for obj in (waiting, placed):
+            g.direct_kinds[JOBSET][0].store[ObjectKey.of(obj)] = obj
+        registry = g.metrics.registry
+
+        def sample(mode: str) -> float | None:
+            value: float | None = registry.get_sample_value("multikueue_runs_waiting_for_a_worker", {"mode": mode})
+            return value
+
+        async with anyio.create_task_group() as runnables:
+            runnables.start_soon(g.waiting.run)
+            runnables.start_soon(g.queues_gauge.run)
+            await anyio.wait_all_tasks_blocked()  # both have set their gauge's source and wait
+            assert (sample("Direct"), sample("Kueue")) == (1.0, 0.0)
+            assert g.metrics.worker_queues.queues == g.worker_queues.current
+            runnables.cancel_scope.cancel()
+        # Stopped: both modes still exported, at zero; the stopped generation's queues no longer read.
+        assert (sample("Direct"), sample("Kueue")) == (0.0, 0.0)
+        assert g.metrics.worker_queues.queues != g.worker_queues.current
         tg.cancel_scope.cancel()

@@ -57,7 +57,7 @@ async def test_a_warning_read_by_a_failed_pass_is_told_by_the_next_one_and_only_
         for _ in range(2):  # the retry tells it; a later pass does not tell it again
             await reconciler.news.surface(local, adapter, obj, {"w1": connection.worker}, {})
         assert told == ['WorkerWarning: worker "w1": FailedCreate: quota exceeded']
-        reconciler._forget(key, PIPELINERUN, ObjectKey("ns", "hello"))
+        reconciler._forget(key, [connection.worker])
         assert connection.worker.warnings_about(key) == (), "a deleted Workload's news are dropped"
     finally:
         await api.close()

@@ -1,0 +1,180 @@
+"""What bringing a copy in line finds (``copies.sync``), as values: pure, so the run's lifecycle
+(``run_lifecycle``) decides on them without importing any client. ``copies`` re-exports each."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import TYPE_CHECKING, Any
+
+from multikueue.labels import MANAGER_UID_ANNOTATION, prebuilt_workload_of
+
+if TYPE_CHECKING:
+    from multikueue.dispatch.writes import WorkerWriteFailed
+
+Object = dict[str, Any]
+
+
+class OwnershipConflict(Exception):
+    """A same-named object on a worker that this manager did not create."""
+
+
+class Want(Enum):
+    RUN = "run"  # the copy should exist: created when absent
+    OBSERVE = "observe"  # never created: mirrored if it is there (a run being evicted, or not yet recorded)
+    # The worker says the run ended: never created, read live when the cache lacks it or may lag (its final status
+    # must reach the manager before the run ends there): ``Gone`` when it is not there, ``Behind`` when newer.
+    FINAL = "final"
+
+
+@dataclass(frozen=True)
+class Run:
+    """Which run a copy must have been made for: the manager object's UID and, in Kueue mode, its prebuilt
+    Workload's name (Kueue hashes the owner's UID into it). A same-named copy with this origin made for another run
+    (the object deleted and created again while the worker was unreachable, or while a finalizer held the copy) is
+    stale. An empty field matches any copy (an object read before it had a UID, a copy of an older version)."""
+
+    uid: str = ""
+    workload: str = ""
+
+    @classmethod
+    def of(cls, obj: Object | None, workload: str = "") -> Run:
+        return cls(str(((obj or {}).get("metadata") or {}).get("uid") or ""), workload)
+
+    def made(self, worker_obj: Object) -> bool:
+        """Whether ``worker_obj`` is this run's copy."""
+        copied = ((worker_obj.get("metadata") or {}).get("annotations") or {}).get(MANAGER_UID_ANNOTATION)
+        if self.uid and copied and copied != self.uid:
+            return False
+        prebuilt = prebuilt_workload_of(worker_obj)
+        return not (self.workload and prebuilt and prebuilt != self.workload)
+
+    __call__ = made
+
+
+ANY_RUN = Run()
+
+
+@dataclass(frozen=True, kw_only=True)
+class Absent:
+    """No copy, and none made (``Want.OBSERVE``): the worker's cache of the kind has listed, and lacks it."""
+
+    obj: Object
+
+
+@dataclass(frozen=True, kw_only=True)
+class Unlisted:
+    """No copy cached, and the worker's cache of the kind has not listed yet (a moment after a connect, a failover
+    or a reload): whether it is there is not known. Never read as absent (``Want.OBSERVE``)."""
+
+    obj: Object
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stale:
+    """A same-named copy with this origin made for an earlier run (``Run``): never held, mirrored or adopted. Its
+    deletion was asked (or it is already going, held by finalizers); this run waits until it is gone."""
+
+    obj: Object
+    worker_obj: Object
+    message: str
+    going_for: float = 0.0  # seconds since its deletion began (a finalizer that never lets go: the run moves on)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Gone:
+    """The copy ran there (``ran_there``) and is gone, deleted on the worker by someone else (a pruner, a TTL, a
+    user) before its final status reached the manager: never created again, so the run is not executed twice."""
+
+    obj: Object
+    message: str
+
+
+@dataclass(frozen=True, kw_only=True)
+class Created:
+    """Created by this pass: its status comes with the worker's watch event."""
+
+    obj: Object
+
+
+@dataclass(frozen=True, kw_only=True)
+class Vanished:
+    """The create met a same-named copy that is gone again: look again at once."""
+
+    obj: Object
+
+
+@dataclass(frozen=True, kw_only=True)
+class Behind:
+    """``Want.FINAL``: the worker has a newer copy than its cache held (now kept there): mirrored by the next pass."""
+
+    obj: Object
+
+
+@dataclass(frozen=True, kw_only=True)
+class CreateRefused:
+    """The worker answered the create with a refusal: the run is certainly not there."""
+
+    obj: Object
+    error: WorkerWriteFailed
+
+
+@dataclass(frozen=True, kw_only=True)
+class Foreign:
+    """A same-named object that is not this manager's and not adoptable: left untouched."""
+
+    obj: Object
+    worker_obj: Object
+    message: str
+    this_run: bool = False  # it names the manager object's UID: this run's copy, its origin label lost
+
+
+@dataclass(frozen=True, kw_only=True)
+class Adopted:
+    """A same-named copy proven to be this manager's (``Adopt``), labelled so by this pass; the next pass, which its
+    watch event brings, carries its spec and mirrors its status (said apart, so that telling it never depends on
+    the steps after it)."""
+
+    obj: Object
+    worker_obj: Object
+
+
+@dataclass(frozen=True, kw_only=True)
+class Held:
+    """The manager object is suspended: its status is not written."""
+
+    obj: Object
+    worker_obj: Object
+    first: bool = False  # with a status to hold back, on the first pass of this suspension: say it once
+
+
+@dataclass(frozen=True, kw_only=True)
+class NoStatus:
+    """The copy has no status yet."""
+
+    obj: Object
+    worker_obj: Object
+
+
+@dataclass(frozen=True, kw_only=True)
+class InSync:
+    """The manager object's mapped status equals the copy's (written now if it differed)."""
+
+    obj: Object  # the manager object now (a guarded write that follows must carry its resourceVersion)
+    worker_obj: Object
+    written: bool = False  # the status was written on the manager object by this pass
+    pruned: tuple[str, ...] = ()  # status fields the manager's schema dropped: tell once
+
+
+@dataclass(frozen=True, kw_only=True)
+class Finished(InSync):
+    """In sync, and the kind's ``finished`` predicate holds on the copy."""
+
+    reason: str  # Succeeded or Failed
+    message: str
+
+
+CopyOutcome = (
+    Absent | Unlisted | Created | Vanished | Behind | CreateRefused | Foreign | Stale | Gone | Adopted | Held | NoStatus
+    | InSync
+)  # fmt: skip
