@@ -26,7 +26,8 @@ async def test_a_copy_of_this_run_being_deleted_is_not_taken_as_the_run(mode: Mo
     assert type(out) is copies.Stale, out
     assert "a copy of this run being deleted there" in out.message
     assert case.manager.sent("patch_status") == [], "its status is not this attempt's"
-    assert case.store.sent("create") == [] and case.store.sent("delete") == [], "already going: nothing sent"
+    assert case.store.sent("create") == [], "nothing made beside it"
+    assert case.store.sent("delete") == [], "already going: no delete sent"
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -145,7 +145,8 @@ async def test_a_workers_state_is_told_once_per_change_and_a_deleted_workload_is
 
         gone = meta("wl-gone")
         deliver(g.informers.of(WORKLOADS), DELETED, gone)
-        assert g.workload_reconciler.memory.deleted == {ObjectKey("ns", "wl-gone"): gone}, "kept before its key is queued"
+        kept = g.workload_reconciler.memory.deleted
+        assert kept == {ObjectKey("ns", "wl-gone"): gone}, "kept before its key is queued"
         assert await drain(g.workload_controller.queue) == [ObjectKey("ns", "wl-gone")]
         tg.cancel_scope.cancel()
 
