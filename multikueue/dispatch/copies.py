@@ -13,62 +13,25 @@ import structlog
 
 from multikueue.clusters.worker import LiveObjects, Worker
 from multikueue.dispatch.adapter import GenericAdapter
-from multikueue.dispatch.copy_outcomes import (
-    ANY_RUN as ANY_RUN,
-)
-from multikueue.dispatch.copy_outcomes import (
-    Absent as Absent,
-)
-from multikueue.dispatch.copy_outcomes import (
-    Adopted as Adopted,
-)
-from multikueue.dispatch.copy_outcomes import (
-    Behind as Behind,
-)
-from multikueue.dispatch.copy_outcomes import (
-    CopyOutcome as CopyOutcome,
-)
-from multikueue.dispatch.copy_outcomes import (
-    Created as Created,
-)
-from multikueue.dispatch.copy_outcomes import (
-    CreateRefused as CreateRefused,
-)
-from multikueue.dispatch.copy_outcomes import (
-    Finished as Finished,
-)
-from multikueue.dispatch.copy_outcomes import (
-    Foreign as Foreign,
-)
-from multikueue.dispatch.copy_outcomes import (
-    Gone as Gone,
-)
-from multikueue.dispatch.copy_outcomes import (
-    Held as Held,
-)
-from multikueue.dispatch.copy_outcomes import (
-    InSync as InSync,
-)
-from multikueue.dispatch.copy_outcomes import (
-    NoStatus as NoStatus,
-)
-from multikueue.dispatch.copy_outcomes import (  # re-exported: what ``sync`` finds
-    OwnershipConflict as OwnershipConflict,
-)
-from multikueue.dispatch.copy_outcomes import (
-    Run as Run,
-)
-from multikueue.dispatch.copy_outcomes import (
-    Stale as Stale,
-)
-from multikueue.dispatch.copy_outcomes import (
-    Unlisted as Unlisted,
-)
-from multikueue.dispatch.copy_outcomes import (
-    Vanished as Vanished,
-)
-from multikueue.dispatch.copy_outcomes import (
-    Want as Want,
+from multikueue.dispatch.copy_outcomes import (  # re-exported (__all__): what ``sync`` finds
+    ANY_RUN,
+    Absent,
+    Adopted,
+    Behind,
+    CopyOutcome,
+    Created,
+    CreateRefused,
+    Finished,
+    Foreign,
+    Gone,
+    Held,
+    InSync,
+    OwnershipConflict,
+    Run,
+    Stale,
+    Unlisted,
+    Vanished,
+    Want,
 )
 from multikueue.dispatch.mirror import StatusMirror
 from multikueue.dispatch.writes import WorkerWriteFailed
@@ -80,6 +43,39 @@ from multikueue.runtime.informer import ObjectKey
 log = structlog.get_logger(__name__)
 Object = dict[str, Any]
 WRITE_FAILURES: tuple[type[Exception], ...] = (KubeError,)
+__all__ = [
+    "ANY_RUN",
+    "WRITE_FAILURES",
+    "Absent",
+    "Adopted",
+    "Behind",
+    "CopyOutcome",
+    "CreateRefused",
+    "Created",
+    "Finished",
+    "Foreign",
+    "Gone",
+    "Held",
+    "InSync",
+    "OwnershipConflict",
+    "Run",
+    "Stale",
+    "Unlisted",
+    "Vanished",
+    "Want",
+    "adopt",
+    "carry_spec",
+    "create",
+    "delete",
+    "going_for",
+    "gone_message",
+    "has_mirrored_status",
+    "is_ours",
+    "look_up",
+    "not_ours_message",
+    "seconds_since",
+    "sync",
+]
 
 
 async def sync(
@@ -94,13 +90,13 @@ async def sync(
     workload_name: str = "",
     ran_there: bool = False,
     keep_conditions: frozenset[str] = frozenset(),
-    no_status_in_sync: bool = False,
 ) -> CopyOutcome:
     """Bring ``obj``'s copy on ``worker`` in line, and say what was found. ``ran_there``: the run is known to have
     had its copy there (its status was mirrored from it): a copy missing there is not created again.
 
-    Raises only what cannot be an outcome: ``KindNotServed`` (checked first), a write whose outcome is unknown or
-    that may be retried (``WorkerWriteFailed`` not a refusal, ``KubeError`` from adopting or carrying the spec), and
+    A copy with no status yet is in sync (a kind's ``finished`` predicate may read its spec). Raises only what cannot
+    be an outcome: ``KindNotServed`` (checked first), a write to the worker whose outcome is unknown or that may be
+    retried (``WorkerWriteFailed``, not a refused create), a read that failed (``KubeError``), and
     ``StatusRejected``.
     """
     key = ObjectKey.of(obj)
@@ -140,12 +136,9 @@ async def sync(
     await carry_spec(worker, adapter, obj, worker_obj)
     mirrored = await mirror.write(
         manager, adapter, obj, worker_obj, worker=worker.name, keep_conditions=keep_conditions,
-        no_status_in_sync=no_status_in_sync,
     )  # fmt: skip
     if mirrored.state == "held":
         return Held(obj=mirrored.obj, worker_obj=worker_obj, first=mirrored.first_hold)
-    if mirrored.state == "no-status":
-        return NoStatus(obj=mirrored.obj, worker_obj=worker_obj)
     synced = InSync(obj=mirrored.obj, worker_obj=worker_obj, written=mirrored.written, pruned=mirrored.pruned)
     done = adapter.finished(worker_obj)
     if done is None:
@@ -323,7 +316,7 @@ async def adopt(
         return None
     key = ObjectKey.of(remote)
     patch = {"metadata": {"labels": {ORIGIN_LABEL: origin}, "resourceVersion": remote["metadata"]["resourceVersion"]}}
-    adopted: Object = await worker.objects(adapter.gvk).patch(key.name, patch, key.namespace)
+    adopted: Object = await _patch(worker, adapter.gvk, key, patch, "adopt")
     log.info("object adopted on worker", cluster=worker.name, kind=adapter.gvk.kind, object=str(key))
     return adopted
 
@@ -334,20 +327,17 @@ async def carry_spec(worker: Worker, adapter: GenericAdapter, manager_object: Ob
     if patch is None:
         return
     key = ObjectKey.of(remote)
-    await worker.objects(adapter.gvk).patch(key.name, patch, key.namespace)
+    await _patch(worker, adapter.gvk, key, patch, "carry the spec to")
     log.info("spec carried to worker", cluster=worker.name, kind=adapter.gvk.kind, object=str(key), patch=patch)
 
 
-async def caught_up(worker: Worker, adapter: GenericAdapter, cached: Object) -> bool:
-    """Whether the cached copy is the worker's latest, read live (as Kueue reads the remote job before it finishes
-    the local Workload). A worker's Workload copy can finish before its object's watch brings the final status (the
-    two caches relist on their own after a reconnect): a run finished on that stale copy would never show its end. A
-    newer copy is kept in the cache for the next pass to mirror."""
-    key = ObjectKey.of(cached)
-    live = await worker.objects(adapter.gvk).get(key.name, key.namespace)
-    if live is None or live["metadata"].get("resourceVersion") == cached["metadata"].get("resourceVersion"):
-        return True
-    return not worker.remember_copy(adapter.gvk, live)
+async def _patch(worker: Worker, gvk: GroupVersionKind, key: ObjectKey, patch: Object, action: str) -> Object:
+    """A patch of the copy; a failure names the worker, the object and the answer (``WorkerWriteFailed``)."""
+    try:
+        patched: Object = await worker.objects(gvk).patch(key.name, patch, key.namespace)
+    except WRITE_FAILURES as e:
+        raise WorkerWriteFailed(worker.name, action, gvk.kind, key.namespace, key.name, e) from None
+    return patched
 
 
 async def delete(worker: Worker, gvk: GroupVersionKind, key: ObjectKey, run: Run = ANY_RUN) -> bool:

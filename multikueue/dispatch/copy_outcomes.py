@@ -149,14 +149,6 @@ class Held:
 
 
 @dataclass(frozen=True, kw_only=True)
-class NoStatus:
-    """The copy has no status yet."""
-
-    obj: Object
-    worker_obj: Object
-
-
-@dataclass(frozen=True, kw_only=True)
 class InSync:
     """The manager object's mapped status equals the copy's (written now if it differed)."""
 
@@ -175,6 +167,5 @@ class Finished(InSync):
 
 
 CopyOutcome = (
-    Absent | Unlisted | Created | Vanished | Behind | CreateRefused | Foreign | Stale | Gone | Adopted | Held | NoStatus
-    | InSync
+    Absent | Unlisted | Created | Vanished | Behind | CreateRefused | Foreign | Stale | Gone | Adopted | Held | InSync
 )  # fmt: skip

@@ -26,7 +26,7 @@ from multikueue.runtime.informer import ObjectKey
 
 log = structlog.get_logger(__name__)
 Object = dict[str, Any]
-MirrorState = Literal["held", "no-status", "in-sync"]
+MirrorState = Literal["held", "in-sync"]
 
 
 class StatusRejected(Exception):
@@ -77,10 +77,9 @@ def status_to_write(
     pruned: frozenset[str],
     *,
     keep_conditions: frozenset[str] = frozenset(),
-    no_status_in_sync: bool = False,
 ) -> tuple[MirrorState, Object | None]:
     """What mirroring ``worker_obj`` onto ``obj`` comes to (pure): held (with what would be written, were it not),
-    no status yet (in sync when ``no_status_in_sync``: Kueue mode, where a finished predicate may read the spec), or
+    no status yet (in sync: a finished predicate may read the spec), or
     in sync once the returned merge patch, if any, is written. Conditions named in ``keep_conditions`` are the
     dispatcher's own on the manager object: kept as they are, whatever the copy says."""
     view = worker_obj
@@ -93,7 +92,7 @@ def status_to_write(
     if adapter.suspended(obj):
         return "held", adapter.status_patch(obj, view, pruned)
     if "status" not in worker_obj:
-        return ("in-sync" if no_status_in_sync else "no-status"), None
+        return "in-sync", None
     return "in-sync", adapter.status_patch(obj, view, pruned)
 
 
@@ -122,12 +121,10 @@ class StatusMirror:
         *,
         worker: str,
         keep_conditions: frozenset[str] = frozenset(),
-        no_status_in_sync: bool = False,
     ) -> Mirrored:
         gvk, key = adapter.gvk, ObjectKey.of(obj)
         state, patch = status_to_write(
             adapter, obj, worker_obj, self.pruned.of(gvk), keep_conditions=keep_conditions,
-            no_status_in_sync=no_status_in_sync,
         )  # fmt: skip
         if state == "held":
             first = patch is not None and (gvk, key) not in self._held

@@ -180,7 +180,7 @@ def unreachable(view: RunView) -> Unreachable:
 def after_copy(view: RunView, out: copies.CopyOutcome) -> Step:
     """What the copy's outcome on the recorded worker means for the run."""
     match out:
-        case copies.Created() | copies.NoStatus() | copies.Absent() | copies.Unlisted():
+        case copies.Created() | copies.Absent() | copies.Unlisted():
             return _going_on(view)
         case copies.InSync():  # Finished is an InSync: the kind's predicate holds on the copy
             return _in_sync(view, out)

@@ -15,14 +15,13 @@ from typing import Any, Protocol
 
 import structlog
 
-from multikueue.clusters.worker import Worker
+from multikueue.clusters.worker import LiveObjects, Worker
 from multikueue.dispatch import copies, run_lifecycle
 from multikueue.dispatch.adapter import GenericAdapter
 from multikueue.dispatch.mirror import StatusMirror, StatusRejected, pruned_message
 from multikueue.dispatch.run_lifecycle import RunView
 from multikueue.dispatch.writes import WorkerWriteFailed
 from multikueue.kube.addresses import GroupVersionKind
-from multikueue.kube.resources import Objects
 from multikueue.labels import PLACEMENT_CONDITION
 from multikueue.metrics import Metrics
 from multikueue.runtime.controller import Result
@@ -80,7 +79,7 @@ class Runs:
     def __init__(
         self,
         origin: str,
-        manager: Callable[[GroupVersionKind], Awaitable[Objects]],
+        manager: Callable[[GroupVersionKind], Awaitable[LiveObjects]],
         mirror: StatusMirror,
         metrics: Metrics | None,
     ) -> None:
@@ -105,7 +104,7 @@ class Runs:
             out = await copies.sync(
                 worker, run.adapter, run.obj, want=run.view.want, origin=self.origin,
                 manager=await self.manager(run.adapter.gvk), mirror=self.mirror, workload_name=run.workload_name,
-                ran_there=run.view.ran_there, keep_conditions=OWN_CONDITIONS, no_status_in_sync=True,
+                ran_there=run.view.ran_there, keep_conditions=OWN_CONDITIONS,
             )  # fmt: skip
         except StatusRejected as e:
             await record.tell("Warning", "StatusRejected", str(e))  # never dropped silently; retried with backoff

@@ -68,7 +68,7 @@ dispatcher:
 
     @property
     def keep_conditions(self) -> frozenset[str]:
-        return frozenset({PLACEMENT}) if self.direct else frozenset()
+        return frozenset({PLACEMENT})  # as ``runs.Runs`` passes in both modes (a Kueue-mode object has none)
 
     def own_status(self) -> Object | None:
         """What the dispatcher itself keeps in the manager object's status: Direct mode's placement condition."""
@@ -132,14 +132,12 @@ class Case:
         assert found is not None
         return found.get("status")
 
-    async def sync(self, want: Want = Want.RUN, *, ran_there: bool = False, no_status_in_sync: bool | None = None
-                   ) -> CopyOutcome:  # fmt: skip
-        """``sync`` as the mode's reconciler calls it (Kueue mode reads a copy with no status as in sync)."""
+    async def sync(self, want: Want = Want.RUN, *, ran_there: bool = False) -> CopyOutcome:
+        """``sync`` as ``runs.Runs`` calls it for the mode."""
         return await copies.sync(
             self.worker, self.adapter, self.obj, want=want, origin=ORIGIN, manager=self.manager, mirror=self.mirror,
             workload_name=self.mode.workload_name(self.obj), ran_there=ran_there,
             keep_conditions=self.mode.keep_conditions,
-            no_status_in_sync=not self.mode.direct if no_status_in_sync is None else no_status_in_sync,
         )  # fmt: skip
 
 

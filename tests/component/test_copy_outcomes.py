@@ -55,7 +55,6 @@ class Row:
     arrange: Arrange = lambda case: None
     want: Want = Want.RUN
     ran_there: bool = False
-    no_status_in_sync: bool | None = None
     options: tuple[str, ...] = ()
 
 
@@ -165,7 +164,9 @@ def arrange_adopt_refused(case: Case) -> None:
     case.store.fail("patch", Refuse(403))
 
 
-def check_adopt_refused(case: Case, error: Forbidden) -> None:
+def check_adopt_refused(case: Case, error: WorkerWriteFailed) -> None:
+    assert isinstance(error.error, Forbidden), "the worker's answer, named with the worker and the object"
+    assert str(error).startswith('worker "w1": cannot adopt PipelineRun team-a/build: HTTP 403')
     there = case.there()
     assert there is not None
     assert ORIGIN_LABEL not in there["metadata"]["labels"]
@@ -258,7 +259,7 @@ def check_held_nothing(case: Case, out: copies.Held) -> None:
     assert case.manager.sent("patch_status") == []
 
 
-def check_no_status(case: Case, out: copies.NoStatus | copies.InSync) -> None:
+def check_no_status(case: Case, out: copies.InSync) -> None:
     assert case.manager_status() == case.mode.own_status()
     assert case.manager.sent("patch_status") == []
     assert not getattr(out, "written", False)
@@ -404,8 +405,7 @@ ROWS = {
     "held, nothing to hold": Row(
         copies.Held, check_held_nothing, arrange_suspended_without_status, options=(SUSPENDED,)
     ),
-    "no status": Row(copies.NoStatus, check_no_status, arrange_without_status, no_status_in_sync=False),
-    "no status, read as in sync": Row(copies.InSync, check_no_status, arrange_without_status, no_status_in_sync=True),
+    "no status, read as in sync": Row(copies.InSync, check_no_status, arrange_without_status),
     "in sync, written": Row(copies.InSync, check_written, arrange_with_status),
     "in sync, nothing to write": Row(copies.InSync, check_unwritten, arrange_in_sync),
     "in sync, fields pruned": Row(copies.InSync, check_pruned, arrange_pruning),
@@ -423,7 +423,7 @@ ROWS = {
     "raises: kind not discovered yet": Row(KindNotServed, check_undiscovered, arrange_undiscovered),
     "raises: create, no answer": Row(WorkerWriteFailed, check_no_answer, arrange_no_answer),
     "raises: create refused, name unread": Row(WorkerWriteFailed, check_refused_unread, arrange_refused_unread),
-    "raises: adoption refused": Row(Forbidden, check_adopt_refused, arrange_adopt_refused, options=(ADOPT,)),
+    "raises: adoption refused": Row(WorkerWriteFailed, check_adopt_refused, arrange_adopt_refused, options=(ADOPT,)),
     "raises: status rejected": Row(StatusRejected, check_status_refused, arrange_status_refused),
 }
 
@@ -435,10 +435,10 @@ async def test_each_outcome_of_a_copy_and_what_the_worker_holds_then(mode: Mode,
     row.arrange(case)
     if issubclass(row.expect, Exception):
         with pytest.raises(row.expect) as raised:
-            await case.sync(row.want, ran_there=row.ran_there, no_status_in_sync=row.no_status_in_sync)
+            await case.sync(row.want, ran_there=row.ran_there)
         row.check(case, raised.value)
         return
-    out = await case.sync(row.want, ran_there=row.ran_there, no_status_in_sync=row.no_status_in_sync)
+    out = await case.sync(row.want, ran_there=row.ran_there)
     assert type(out) is row.expect
     assert out.obj["metadata"]["uid"] == case.obj["metadata"]["uid"]
     row.check(case, out)

@@ -67,7 +67,7 @@ async def test_a_create_whose_answer_was_lost_is_found_by_its_retry(mode: Mode) 
     assert made_for(case.there(), case.obj), "carried out, its answer lost"
 
     out = await case.sync()
-    assert type(out) is (copies.InSync if not mode.direct else copies.NoStatus)
+    assert type(out) is (copies.InSync)
     assert len(case.store.objects) == 1
     assert [r.verb for r in case.store.requests] == ["create", "create", "get"], "the 409 read the copy back"
 
@@ -83,7 +83,7 @@ async def test_a_refused_create_whose_first_answer_was_lost_finds_the_copy(mode:
 
     out = await case.sync()
     assert not isinstance(out, copies.CreateRefused)
-    assert type(out) is (copies.InSync if not mode.direct else copies.NoStatus)
+    assert type(out) is (copies.InSync)
     assert len(case.store.objects) == 1
     assert made_for(case.there(), case.obj)
     assert case.worker.copy(PIPELINERUN, KEY) is not None, "the copy read live is kept as cached"
@@ -126,18 +126,4 @@ async def test_a_stale_copy_replaced_before_its_delete_leaves_the_replacement(mo
     assert type(out) is copies.Stale, "the cache still shows the earlier run's"
     assert case.there() == mine, "the delete's UID precondition spared this run's copy"
     case.worker.deliver()
-    assert type(await case.sync()) is (copies.InSync if not mode.direct else copies.NoStatus)
-
-
-async def test_a_lagging_cache_is_caught_up_from_a_live_read() -> None:
-    case = Case(Mode("Direct"), Mode("Direct").adapter())
-    case.store.put(case.copy_of(state=status()))
-    cached = case.worker.copy(PIPELINERUN, KEY)
-    assert cached is not None
-    case.worker.watching = False
-    case.store.edit(NAME, {"status": status("True", "done")}, NAMESPACE, status=True)
-    assert not await copies.caught_up(case.worker, case.adapter, cached), "the worker has a newer copy"
-    newer = case.worker.copy(PIPELINERUN, KEY)
-    assert newer is not None
-    assert newer["status"] == status("True", "done"), "kept for the next pass to mirror"
-    assert await copies.caught_up(case.worker, case.adapter, newer)
+    assert type(await case.sync()) is (copies.InSync)

@@ -43,7 +43,6 @@ OUTCOMES: dict[str, copies.CopyOutcome] = {
     "gone": copies.Gone(obj=OBJ, message="deleted there"),
     "adopted": copies.Adopted(obj=OBJ, worker_obj=COPY),
     "held": copies.Held(obj=OBJ, worker_obj=COPY),
-    "no status": copies.NoStatus(obj=OBJ, worker_obj=COPY),
     "in sync": copies.InSync(obj=OBJ, worker_obj=COPY),
     "finished": copies.Finished(obj=OBJ, worker_obj=COPY, reason="Failed", message="step failed"),
 }
@@ -85,7 +84,7 @@ EXPECTED: dict[str, dict[str, rl.Step]] = {
                  "direct at most once": rl.Finish("Failed", "step failed"),
                  "direct ran there": rl.Finish("Failed", "step failed")},
 }  # fmt: skip
-for _same, _as in (("created", "absent"), ("unlisted", "absent"), ("no status", "absent"), ("in sync", "absent")):
+for _same, _as in (("created", "absent"), ("unlisted", "absent"), ("in sync", "absent")):
     EXPECTED[_same] = EXPECTED[_as]
 for _again in ("vanished", "behind", "adopted"):
     EXPECTED[_again] = dict.fromkeys(VIEWS, AGAIN)
