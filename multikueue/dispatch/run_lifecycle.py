@@ -199,7 +199,7 @@ def after_copy(view: RunView, out: copies.CopyOutcome) -> Step:
                 return Wait()  # the run is being reset: nothing is made there
             if going <= view.lost_timeout:
                 return AwaitStale(message)
-            if view.ran_there:  # it ran there, and what holds the name never goes: it is not run again
+            if view.ran_there or view.verdict is not None:  # it ran (or ended) there: it is not run again
                 return LostThere(message, view.verdict)
             after = f"after workerLostTimeout ({view.lost_timeout:g}s)"  # a finalizer that never lets go: it moves
             return Leave(Cause.STUCK, f"still holds an earlier run's copy of that name {after}",

@@ -428,7 +428,9 @@ TABLE: dict[str, tuple[There, dict[str, Expect]]] = {
         **each(CREATING, dataclasses.replace(STALE_AWAITED, check=check_stale_held)),
     }),
     "an earlier run's copy, going past workerLostTimeout": (There(arrange_stale_going), {
-        **each((*CREATING, ENDED), STUCK),
+        **each(CREATING, STUCK),
+        # The worker says the run ended: it is not run again, whatever holds the name there.
+        ENDED: E(copies.Stale, rl.LostThere, LOST_TOLD, finished="Succeeded", check=stale_still_going),
         RESET: E(copies.Stale, rl.Wait, "seen", check=stale_left),
     }),
     "ran there, an earlier run's copy going past workerLostTimeout": (
