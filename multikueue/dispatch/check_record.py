@@ -20,6 +20,12 @@ DISPATCH_PROBLEM = "Cannot dispatch: "
 ADMITTING_LOST = "Admitting remote lost"  # Kueue's words
 
 
+def worker_said(worker: str, what: object) -> str:
+    """What went wrong on a worker, naming it once (a ``WorkerWriteFailed`` already starts with it)."""
+    said = str(what)
+    return said if said.startswith(f'worker "{worker}"') else f'worker "{worker}": {said}'
+
+
 class CheckRecord:
     """One pass's record of one Workload's run (the Workload as the pass read it, kept current with its writes)."""
 
@@ -45,11 +51,14 @@ class CheckRecord:
         await self.status.event(self.workload, type_, message)
         await self.status.object_event(self.adapter, self.obj, type_, message, reason=reason)
 
-    async def _say(self, message: str, reason: str) -> None:
-        """The check's message (its state unchanged) and, when it changes, Events on the Workload and the object."""
-        if await self.status.set_message(self.workload, self.check, message):
-            self._written()
-            await self.tell("Warning", reason, message)
+    async def say(self, message: str, reason: str) -> bool:
+        """The check's message (its state unchanged) and, when it changes, Warning Events on the Workload and the
+        object; whether it changed."""
+        if not await self.status.set_message(self.workload, self.check, message):
+            return False
+        self._written()
+        await self.tell("Warning", reason, message)
+        return True
 
     async def running(self, worker: str) -> None:
         if self.state.get("state") == wl.READY and self.state.get("message") != admitted_message(worker):
@@ -85,18 +94,13 @@ class CheckRecord:
         message = (f'The workload was admitted on "{worker}", which is unreachable: it is waited for up to '
                    f"workerLostTimeout ({step.lost_timeout:g}s) before the workload is re-admitted "
                    "elsewhere")  # fmt: skip
-        await self._say(message, "WorkerLost")
+        await self.say(message, "WorkerLost")
 
     async def fail_lost(self, worker: str, step: run_lifecycle.FailLost) -> None:
-        message = (f'worker "{worker}" unreachable for more than {step.lost_timeout:g}s; the run may have started '
-                   "there, so it is not started elsewhere")  # fmt: skip
-        await self.status.finish(self.workload, "Failed", message)
-        self._written()
-        await self.tell("Warning", "WorkerLost", message)
+        raise AssertionError("Kueue mode has no AtMostOnce: a lost worker's run is re-admitted (Leave)")
 
     async def await_stale(self, worker: str, message: str) -> None:
-        await self._say(DISPATCH_PROBLEM + message, "StaleCopy")
+        await self.say(DISPATCH_PROBLEM + message, "StaleCopy")
 
     async def blocked(self, worker: str, message: str) -> None:
-        said = message if message.startswith(f'worker "{worker}"') else f'worker "{worker}": {message}'
-        await self._say(DISPATCH_PROBLEM + said, "DispatchFailed")
+        await self.say(DISPATCH_PROBLEM + worker_said(worker, message), "DispatchFailed")

@@ -89,14 +89,14 @@ class DirectReconciler:
         kinds: dict[GroupVersionKind, tuple[Informer, Resource]],
         clusters: Informer,
         connections: Callable[[], dict[str, Worker]],
-        metrics: Metrics | None = None,
-        lost_since: Callable[[str], float | None] | None = None,
+        metrics: Metrics | None,
+        lost_since: Callable[[str], float | None],
         settled: Callable[[str], bool] = lambda _: True,
     ) -> None:
         self.config = config
         self.settled = settled  # whether a worker's first connection attempt here has ended
         # Since when a worker not connected has been so (its connection dropped, or never made in this process).
-        self.lost_since = lost_since or self._connection_lost_since
+        self.lost_since = lost_since
         self.api = api
         self.kinds = kinds
         self.clusters = clusters
@@ -110,7 +110,6 @@ class DirectReconciler:
         direct = [g for g in config.multi_kueue.gvks if config.adapter(g).mode == "Direct"]
         self.adapters = {g: GenericAdapter(g, config.dispatcher.managed_by, config.adapter(g)) for g in direct}
         self.memory: RunMemory[DirectKey] = RunMemory()
-        self.started_at = time.monotonic()
         # One decision at a time: each sees the loads the previous ones chose. The decision is reserved in memory
         # before the lock is let go, so the writes of placements overlap (one write at a time held the drain to
         # ~95/s at W=3, 0.56 of what the API servers serve: bench/results/README.md).
@@ -123,10 +122,6 @@ class DirectReconciler:
         self.mirror = StatusMirror()
         self.writer = PlacementWriter(api, kinds, config.dispatcher.controller_name, self.observe, metrics)
         self.runs = Runs(self.origin, self._manager, self.mirror, metrics)
-
-    def _connection_lost_since(self, name: str) -> float | None:
-        worker = self.connections().get(name)
-        return worker.lost_since if worker is not None else self.started_at
 
     def observe(self, gvk: GroupVersionKind, kind: str, obj: Object) -> None:
         """Every event of the kind's informer (and this process's own writes): the load counts, and deletions."""

@@ -14,12 +14,11 @@ import structlog
 from multikueue.clusters.worker import Worker
 from multikueue.dispatch import decision, workload_copies
 from multikueue.dispatch import workload_state as wl
-from multikueue.dispatch.adapter import GenericAdapter
-from multikueue.dispatch.check_record import DISPATCH_PROBLEM
+from multikueue.dispatch.check_record import DISPATCH_PROBLEM, CheckRecord, worker_said
 from multikueue.dispatch.check_status import CheckStatus, cluster_queue
 from multikueue.dispatch.memory import RunMemory
 from multikueue.dispatch.placement import NO_WORKER_MATCHES
-from multikueue.dispatch.writes import WorkerWriteFailed, WorkerWrites, Write
+from multikueue.dispatch.writes import WorkerWrites, Write, raise_first
 from multikueue.metrics import Metrics
 from multikueue.runtime.controller import Result
 from multikueue.runtime.informer import ObjectKey
@@ -31,35 +30,28 @@ Remove = Callable[[str], Awaitable[None]]  # removes the run's copies from that 
 
 class Nominations:
     def __init__(
-        self,
-        status: CheckStatus,
-        writes: WorkerWrites[ObjectKey],
-        memory: RunMemory[ObjectKey],
-        origin: str,
+        self, status: CheckStatus, writes: WorkerWrites[ObjectKey], memory: RunMemory[ObjectKey], origin: str,
         metrics: Metrics | None,
-        clock: Callable[[], float] = time.monotonic,
-    ) -> None:
+    ) -> None:  # fmt: skip
         self.status = status
         self.writes = writes
         self.memory = memory
         self.origin = origin
         self.metrics = metrics
-        self.clock = clock
 
     async def nominate(
         self,
         step: decision.Nominate,
-        workload: Object,
-        check: str,
-        told: tuple[GenericAdapter, Object],  # the kind's adapter and the run's object: Events go there too
+        record: CheckRecord,  # the check, and where its Events go
         connected: dict[str, Worker],
         remove: Remove,
         late: dict[str, BaseException],  # writes of earlier passes that failed in the background
     ) -> Result:
         """Write the nominations, copy the Workload to the nominated workers, remove it from the others."""
+        workload = record.workload
         key = ObjectKey.of(workload)
         if step.inadmissible:
-            self.memory.unfit_since.setdefault(key, self.clock())
+            self.memory.unfit_since.setdefault(key, time.monotonic())
         else:
             self.memory.unfit_since.pop(key, None)
         if step.patch:
@@ -76,63 +68,39 @@ class Nominations:
         present = {c for c, w in connected.items() if w.workload(key) is not None}
         failures.update((c, e) for c, e in late.items() if c in step.nominated and c not in present)
         if step.unmatched is not None and not failures:
-            await self._tell_unmatched(workload, check, told, step.unmatched)
-            return Result()  # a label change on a MultiKueueCluster brings the Workload back
-        await self.report(workload, check, told, failures)
+            # No worker of the run's MultiKueueConfig matches its worker selection: said on the check (its state
+            # stays Pending, a label may yet be added); a label change on a MultiKueueCluster brings it back.
+            if await record.say(step.unmatched, "NoWorkerMatches"):
+                log.info("no worker matches the run's selection", workload=str(key), message=step.unmatched)
+            return Result()
+        await report(record, failures)
         if step.missing:
             raise ConnectionError(f"cluster {step.missing[0]}: no remote client for nominated cluster")
         return Result(requeue_after=step.requeue_after)
-
-    async def _tell(self, workload: Object, told: tuple[GenericAdapter, Object], message: str, reason: str) -> None:
-        await self.status.event(workload, "Warning", message)
-        await self.status.object_event(told[0], told[1], "Warning", message, reason=reason)
-
-    async def _tell_unmatched(
-        self, workload: Object, check: str, told: tuple[GenericAdapter, Object], message: str
-    ) -> None:
-        """No worker of the run's MultiKueueConfig matches its worker selection: said on the check (its state stays
-        Pending, a label may yet be added) and, when the message changes, in Events on the Workload and the object."""
-        if await self.status.set_message(workload, check, message):
-            log.info("no worker matches the run's selection", workload=str(ObjectKey.of(workload)), message=message)
-            await self._tell(workload, told, message, "NoWorkerMatches")
 
     async def _copy_workload(self, cluster: str, worker: Worker, workload: Object) -> None:
         """Create the Workload's copy on a worker (one already there from an earlier pass is fine)."""
         if await workload_copies.copy(worker, workload, self.origin) and self.metrics is not None:
             self.metrics.workloads_dispatched.labels(cluster_queue(workload), cluster).inc()
 
-    async def report(
-        self, workload: Object, check: str, told: tuple[GenericAdapter, Object], failures: dict[str, BaseException]
-    ) -> None:
-        """Failed writes to workers, where the user looks: the check's message (its state unchanged) and a Warning
-        Event on the Workload and on the object, when the message changes; then retried with backoff (raised). With
-        none, a message left from an earlier failure is cleared."""
-        state = wl.check_state(workload, check) or {}
-        if not failures:
-            if str(state.get("message") or "").startswith((DISPATCH_PROBLEM, NO_WORKER_MATCHES)):
-                await self.status.set_message(workload, check, "")
-            return
-        said = [
-            str(e) if isinstance(e, WorkerWriteFailed) else f'worker "{c}": {e}' for c, e in sorted(failures.items())
-        ]
-        message = DISPATCH_PROBLEM + "; ".join(said)
-        if await self.status.set_message(workload, check, message):
-            await self._tell(workload, told, message, "DispatchFailed")
-        raise_first(failures)
-
-    async def give_up(
-        self, step: decision.GiveUp, workload: Object, check: str, told: tuple[GenericAdapter, Object]
-    ) -> None:
+    async def give_up(self, step: decision.GiveUp, record: CheckRecord) -> None:
         """No worker's Kueue can ever admit the run (``inadmissibleTimeout``): the check is Rejected with each
         worker's reason (Kueue then deactivates the Workload and releases its quota), said in Events too."""
-        key = ObjectKey.of(workload)
+        key = ObjectKey.of(record.workload)
         log.warning("no worker's Kueue can admit the run: rejected", workload=str(key), reasons=dict(step.reasons))
-        await self.status.set_check(workload, check, wl.REJECTED, step.message)
+        await self.status.set_check(record.workload, record.check, wl.REJECTED, step.message)
         self.memory.unfit_since.pop(key, None)  # after the write: a failed one is retried, the clock still run out
-        await self._tell(workload, told, step.message, "NoWorkerCanAdmit")
+        await record.tell("Warning", "NoWorkerCanAdmit", step.message)
 
 
-def raise_first(failures: dict[str, BaseException]) -> None:
-    """Retry the pass (with the key's backoff) if a write failed; every write was tried first."""
-    for _, error in sorted(failures.items()):
-        raise error
+async def report(record: CheckRecord, failures: dict[str, BaseException]) -> None:
+    """Failed writes to workers, where the user looks: the check's message (its state unchanged) and a Warning Event
+    on the Workload and on the object, when the message changes; then retried with backoff (raised). With none, a
+    message left from an earlier failure is cleared."""
+    if not failures:
+        if str(record.state.get("message") or "").startswith((DISPATCH_PROBLEM, NO_WORKER_MATCHES)):
+            await record.status.set_message(record.workload, record.check, "")
+        return
+    said = "; ".join(worker_said(c, e) for c, e in sorted(failures.items()))
+    await record.say(DISPATCH_PROBLEM + said, "DispatchFailed")
+    raise_first(failures)

@@ -10,7 +10,6 @@ without this manager's origin label are never touched.
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -27,12 +26,12 @@ from multikueue.dispatch.check_status import CheckStatus
 from multikueue.dispatch.memory import RunMemory
 from multikueue.dispatch.mirror import StatusMirror
 from multikueue.dispatch.news import WorkerNews
-from multikueue.dispatch.nominations import Nominations, raise_first
+from multikueue.dispatch.nominations import Nominations
 from multikueue.dispatch.placement import NO_WORKER_MATCHES
 from multikueue.dispatch.run_lifecycle import RunView
 from multikueue.dispatch.runs import RunOn, Runs
 from multikueue.dispatch.snapshot import Snapshots
-from multikueue.dispatch.writes import WorkerWrites, Write
+from multikueue.dispatch.writes import WorkerWrites, Write, raise_first
 from multikueue.kube.addresses import GroupVersionKind, Resource
 from multikueue.kube.client import ApiClient
 from multikueue.kube.discovery import KindUnavailable, discover_resource
@@ -68,10 +67,6 @@ class _Pass:
     def state(self) -> Object:
         return wl.check_state(self.workload, self.check) or {}
 
-    @property
-    def told(self) -> tuple[GenericAdapter, Object]:
-        return self.adapter, self.obj
-
 
 class WorkloadReconciler:
     def __init__(
@@ -85,7 +80,6 @@ class WorkloadReconciler:
         manager_resources: dict[GroupVersionKind, Resource],
         metrics: Metrics | None = None,
         owners: dict[GroupVersionKind, Informer] | None = None,
-        clock: Callable[[], float] = time.monotonic,
         settled: Callable[[str], bool] = lambda _: True,
         clusters: Informer | None = None,
         lost_since: Callable[[str], float | None] | None = None,
@@ -116,9 +110,8 @@ class WorkloadReconciler:
         self.controller_name = config.dispatcher.controller_name
         # Since when a worker not connected has been so, connection dropped or never made (a MultiKueueCluster
         # deleted, a kubeconfig that cannot be used): the worker-lost clock of the runs recorded there.
-        self.snapshots = Snapshots(config, self.memory, clusters, settled, lost_since or self._connection_lost_since,
-                                   clock)  # fmt: skip
-        self.nominations = Nominations(self.status, self.writes, self.memory, self.origin, metrics, clock)
+        self.snapshots = Snapshots(config, self.memory, clusters, settled, lost_since or self._connection_lost_since)
+        self.nominations = Nominations(self.status, self.writes, self.memory, self.origin, metrics)
         self.runs = Runs(self.origin, self._manager_objects, self.mirror, metrics)
         # Its rules for the garbage collector (``garbage``): the kinds it dispatches are those not in Direct mode.
         self.garbage = workload_copies.KueueGarbage(workloads, lambda gvk: config.adapter(gvk).mode != "Direct")
@@ -191,14 +184,12 @@ class WorkloadReconciler:
         obj = await self._object(workload, check, adapter, obj_key)
         if obj is None:
             return Result()  # not managed by Kueue: rejected
+        key = ObjectKey.of(workload)
+        present = {c: r for c, w in connected.items() if (r := w.workload(key)) is not None}
         if adapter.options.worker_events and not wl.is_true(workload, wl.FINISHED):
-            key = ObjectKey.of(workload)
-            present = {c: r for c, w in connected.items() if (r := w.workload(key)) is not None}
             await self.news.surface(workload, adapter, obj, connected, present)
-        group = self.snapshots.group(workload, check, adapter, obj, clusters, connected)
-        late = self.writes.take_failures(
-            ObjectKey.of(workload)
-        )  # writes of earlier passes that ended in the background
+        group = self.snapshots.group(workload, check, adapter, obj, clusters, connected, present)
+        late = self.writes.take_failures(key)  # writes of earlier passes that failed in the background
         return await self._carry_out(decision.decide(group), _Pass(workload, check, adapter, obj, connected, late))
 
     async def _adapter_for(self, workload: Object, check_name: str, deleted: bool) -> tuple[GenericAdapter, str] | None:
@@ -259,17 +250,16 @@ class WorkloadReconciler:
                 await self._bring_copy_in_line(cluster, work, priority_only=isinstance(step, decision.CarryPriority))
             case decision.RunOnWinner() | decision.FinishedOnWorker() | decision.KeepEvicted():
                 return await self._on_winner(step, work)
-            case (run_lifecycle.AwaitWorker() | run_lifecycle.Leave() | run_lifecycle.FailLost()
-                  | run_lifecycle.LostThere()):  # fmt: skip
+            case run_lifecycle.AwaitWorker() | run_lifecycle.Leave() | run_lifecycle.LostThere():
                 # The recorded worker unreachable, or the run deleted there: the lifecycle both modes share.
                 return await self.runs.carry_out(step, self._run_on(work, work.workload, None),
                                                  self._check_record(work))  # fmt: skip
             case decision.Nominate():
                 remove = functools.partial(self._remove_from, work)
-                return await self.nominations.nominate(step, work.workload, work.check, work.told, work.connected,
-                                                       remove, work.late)  # fmt: skip
+                return await self.nominations.nominate(step, self._check_record(work), work.connected, remove,
+                                                       work.late)  # fmt: skip
             case decision.GiveUp():
-                await self.nominations.give_up(step, work.workload, work.check, work.told)
+                await self.nominations.give_up(step, self._check_record(work))
         return Result()
 
     async def _reset(self, step: decision.ResetOutOfSync | decision.ResetEvicted | decision.RetryAdmission,

@@ -34,14 +34,12 @@ class Snapshots:
         clusters: Informer | None,
         settled: Callable[[str], bool],
         lost_since: Callable[[str], float | None],
-        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.config = config
         self.memory = memory  # its ``waiting``: the Workloads whose worker selection a label change may change
         self.clusters = clusters  # the MultiKueueClusters: their labels are what a run's worker selection reads
         self.settled = settled  # whether a worker's first connection attempt here has ended
         self.lost_since = lost_since
-        self.clock = clock
 
     def group(
         self,
@@ -51,9 +49,9 @@ class Snapshots:
         obj: Object,
         clusters: list[str],
         connected: dict[str, Worker],
+        present: dict[str, Object],  # the Workload's copy on each connected worker that has one
     ) -> decision.Group:
         key = ObjectKey.of(workload)
-        present = {c: r for c, worker in connected.items() if (r := worker.workload(key)) is not None}
         config = self.config.multi_kueue
         incremental = config.incremental_dispatcher_config
         run = copies.Run.of(obj, workload["metadata"]["name"])
@@ -66,7 +64,7 @@ class Snapshots:
             holding={c: worker.holds(adapter.gvk, obj_key, run) for c, worker in connected.items()},
             settling=tuple(c for c in clusters if c not in connected and not self.settled(c)),
             lost_since={c: self.lost_since(c) for c in clusters if c not in connected},
-            now=self.clock(), lost_timeout=config.worker_lost_timeout, dispatcher=config.dispatcher_name,
+            now=time.monotonic(), lost_timeout=config.worker_lost_timeout, dispatcher=config.dispatcher_name,
             round_started=self.memory.rounds.get(key),
             round_length=self.config.dispatcher.incremental_round_timeout,
             step_size=incremental.step_size if incremental else 3,

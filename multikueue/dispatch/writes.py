@@ -118,3 +118,9 @@ class WorkerWriteFailed(Exception):
         self.code = status_of(error)
         self.log_fields = {"cluster": worker, "kind": kind, "namespace": namespace, "name": name,
                            "code": str(self.code or "")}  # fmt: skip
+
+
+def raise_first(failures: Mapping[str, BaseException]) -> None:
+    """Retry the pass (with the key's backoff) if a write failed; every write was tried first."""
+    for _, error in sorted(failures.items()):
+        raise error

@@ -19,9 +19,6 @@ K = TypeVar("K")
 class Again(Signal[K]):
     """Keys a reconciler wants looked at again (``emit(key)``); ``why`` is its trigger in words."""
 
-    def __init__(self, why: str) -> None:
-        super().__init__(why)
-
     def watch(self) -> Watch[K]:
         """The trigger its reconciler declares: each key emitted goes to its controller's queue at once, at normal
         priority (as ``Controller.enqueue`` did), re-queued if it is being reconciled just then."""
