@@ -1,7 +1,7 @@
 """The garbage collector every ``gcInterval``: ``collect_garbage`` (dispatch/garbage.py, both modes' rules) removes
-what this origin left on the workers that no manager run wants any more (copies whose manager Workload or object is gone, finished past
-retention, or placed elsewhere). Started by the manager generation; a failed pass is logged and the next one comes
-an interval later."""
+what this origin left on the workers that no manager run wants any more (copies whose manager Workload or object is
+gone, finished past retention, or placed elsewhere). Started by the manager generation; a failed pass is logged and
+the next one comes an interval later."""
 
 from __future__ import annotations
 
