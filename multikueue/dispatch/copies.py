@@ -90,9 +90,12 @@ async def sync(
     workload_name: str = "",
     ran_there: bool = False,
     keep_conditions: frozenset[str] = frozenset(),
+    earlier_attempts: bool = False,
 ) -> CopyOutcome:
     """Bring ``obj``'s copy on ``worker`` in line, and say what was found. ``ran_there``: the run is known to have
     had its copy there (its status was mirrored from it): a copy missing there is not created again.
+    ``earlier_attempts``: the run may have had an earlier attempt on this worker (Kueue mode, evicted and admitted
+    again): a copy of it being deleted there is that attempt's, never this one's.
 
     A copy with no status yet is in sync (a kind's ``finished`` predicate may read its spec). Raises only what cannot
     be an outcome: ``KindNotServed`` (checked first), a write to the worker whose outcome is unknown or that may be
@@ -129,9 +132,10 @@ async def sync(
         return Adopted(obj=obj, worker_obj=mine)
     if not run.made(worker_obj):
         return await _stale(worker, adapter, obj, worker_obj)
-    if want is Want.RUN and worker_obj["metadata"].get("deletionTimestamp"):
-        # Going before this run may start there (an earlier attempt's copy, evicted and re-admitted to the same
-        # worker while a finalizer holds it; or deleted there by someone else): never taken as this run's.
+    if want is Want.RUN and earlier_attempts and worker_obj["metadata"].get("deletionTimestamp"):
+        # An earlier attempt's copy (evicted and admitted again to the same worker while a finalizer holds it):
+        # never taken as this attempt's. Without earlier attempts a going copy is this run's, deleted there by
+        # someone else: its final status is still mirrored.
         return await _stale(worker, adapter, obj, worker_obj)
     await carry_spec(worker, adapter, obj, worker_obj)
     mirrored = await mirror.write(

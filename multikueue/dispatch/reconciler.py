@@ -305,6 +305,7 @@ class WorkloadReconciler:
         copy = worker.workload(work.key) if worker is not None else None
         timeout = self.config.multi_kueue.worker_lost_timeout
         view = RunView(worker=recorded, lost_timeout=timeout, creates=ready, verdict=verdict, recheck=timeout,
+                       earlier_attempts=wl.evicted_before(workload),
                        ran_there=wl.adopted_by(copy, work.adapter.gvk.kind, work.obj_key.name))  # fmt: skip
         reserved = wl.condition(workload, wl.QUOTA_RESERVED) or {}
         return RunOn(work.adapter, work.obj, worker, view, workload_name=work.key.name,

@@ -53,6 +53,7 @@ class RunView:
     verdict: tuple[str, str] | None = None  # the worker says the run ended (Kueue: its Workload copy Finished)
     ran_there: bool = False  # the run is known to have had its copy there: missing, it is not made again
     recheck: float | None = None  # a running run is looked at again after this long
+    earlier_attempts: bool = False  # Kueue mode, evicted before: a going copy of this run there is an earlier attempt's
 
     @property
     def want(self) -> Want:

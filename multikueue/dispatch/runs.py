@@ -105,6 +105,7 @@ class Runs:
                 worker, run.adapter, run.obj, want=run.view.want, origin=self.origin,
                 manager=await self.manager(run.adapter.gvk), mirror=self.mirror, workload_name=run.workload_name,
                 ran_there=run.view.ran_there, keep_conditions=OWN_CONDITIONS,
+                earlier_attempts=run.view.earlier_attempts,
             )  # fmt: skip
         except StatusRejected as e:
             await record.tell("Warning", "StatusRejected", str(e))  # never dropped silently; retried with backoff

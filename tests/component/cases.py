@@ -132,11 +132,12 @@ class Case:
         assert found is not None
         return found.get("status")
 
-    async def sync(self, want: Want = Want.RUN, *, ran_there: bool = False) -> CopyOutcome:
+    async def sync(self, want: Want = Want.RUN, *, ran_there: bool = False, earlier_attempts: bool = False
+                   ) -> CopyOutcome:  # fmt: skip
         """``sync`` as ``runs.Runs`` calls it for the mode."""
         return await copies.sync(
             self.worker, self.adapter, self.obj, want=want, origin=ORIGIN, manager=self.manager, mirror=self.mirror,
-            workload_name=self.mode.workload_name(self.obj), ran_there=ran_there,
+            workload_name=self.mode.workload_name(self.obj), ran_there=ran_there, earlier_attempts=earlier_attempts,
             keep_conditions=self.mode.keep_conditions,
         )  # fmt: skip
 

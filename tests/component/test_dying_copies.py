@@ -7,7 +7,7 @@ import pytest
 
 from multikueue.dispatch import copies
 from multikueue.dispatch.copies import Want
-from tests.component.cases import FINISHED, KEY, MODES, NAME, NAMESPACE, Case, Mode, ago, status
+from tests.component.cases import FINISHED, KEY, MODES, NAME, NAMESPACE, Case, Mode, ago, mirrored, status
 
 
 @pytest.mark.parametrize("mode", MODES)
@@ -21,13 +21,31 @@ async def test_a_copy_of_this_run_being_deleted_is_not_taken_as_the_run(mode: Mo
     case.store.put(dying)
     case.worker.relist()
 
-    out = await case.sync(Want.RUN)
+    out = await case.sync(Want.RUN, earlier_attempts=True)  # Kueue mode: the Workload was evicted before
 
     assert type(out) is copies.Stale, out
     assert "a copy of this run being deleted there" in out.message
     assert case.manager.sent("patch_status") == [], "its status is not this attempt's"
     assert case.store.sent("create") == [], "nothing made beside it"
     assert case.store.sent("delete") == [], "already going: no delete sent"
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_copy_of_this_run_deleted_there_by_someone_else_still_gives_its_final_status(mode: Mode) -> None:
+    """No earlier attempt can exist (Direct mode; Kueue mode never evicted): a copy of this run that someone else
+    deletes (a pruner, a TTL) while a finalizer holds it is this run: its final status is mirrored and it finishes,
+    never created again once it is gone (an adversarial read found it Stale, its result lost or the run made again)."""
+    case = Case(mode, mode.adapter(FINISHED))
+    dying = case.copy_of(state=status("True", "done"))
+    dying["metadata"].update(finalizers=["results.tekton.dev/pipelinerun"], deletionTimestamp=ago(5))
+    case.store.put(dying)
+    case.worker.relist()
+
+    out = await case.sync(Want.RUN)
+
+    assert type(out) is copies.Finished, out
+    assert case.manager_status() == mirrored(case, status("True", "done")), "its final status on the manager"
+    assert case.store.sent("create") == [], "nothing made beside it"
 
 
 @pytest.mark.parametrize("mode", MODES)

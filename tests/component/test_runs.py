@@ -156,8 +156,8 @@ class RecordingRecord:
 
 # ----------------------------------------------------------------------------------------------- the views
 
-KUEUE, RESET, ENDED, AT_LEAST, AT_MOST = (
-    "Kueue", "Kueue reset", "Kueue verdict", "Direct AtLeastOnce", "Direct AtMostOnce"
+KUEUE, RESET, ENDED, AT_LEAST, AT_MOST, AGAIN = (
+    "Kueue", "Kueue reset", "Kueue verdict", "Direct AtLeastOnce", "Direct AtMostOnce", "Kueue admitted again"
 )  # fmt: skip
 CREATING = (KUEUE, AT_LEAST, AT_MOST)  # the views that create the copy (Want.RUN)
 DIRECT = (AT_LEAST, AT_MOST)
@@ -177,6 +177,8 @@ VIEWS = {
     ENDED: View(Mode("Kueue"), RunView("w1", LOST_TIMEOUT, creates=True, verdict=VERDICT, recheck=LOST_TIMEOUT)),
     AT_LEAST: View(Mode("Direct"), RunView("w1", LOST_TIMEOUT)),
     AT_MOST: View(Mode("Direct"), RunView("w1", LOST_TIMEOUT, at_most_once=True)),
+    # Evicted before and admitted again: an earlier attempt's copy may still be going there.
+    AGAIN: View(Mode("Kueue"), RunView("w1", LOST_TIMEOUT, creates=True, recheck=LOST_TIMEOUT, earlier_attempts=True)),
 }
 
 
@@ -302,7 +304,7 @@ def arrange_ran_there_to_the_end(case: Case) -> None:
 
 
 def arrange_dying(case: Case) -> None:
-    """This run's own copy (an earlier attempt, evicted and admitted again there), held by a finalizer."""
+    """A copy of this run (UID and Workload), held by a finalizer while it is deleted."""
     dying = case.copy_of(state=status("False", "cancelled by its deletion"))
     dying["metadata"].update(finalizers=["results.tekton.dev/pipelinerun"], deletionTimestamp=ago(5))
     case.store.put(dying)
@@ -312,6 +314,12 @@ def dying_left(case: Case, out: copies.Stale) -> None:
     assert case.store.sent("delete") == [], "already going"
     assert case.there() is not None
     stale_left(case, out)
+
+
+def dying_is_the_run(case: Case, out: copies.InSync) -> None:
+    assert case.manager_status() == mirrored(case, status("False", "cancelled by its deletion"))
+    assert case.store.sent("delete") == [], "already going"
+    nothing_created(case, out)
 
 
 def arrange_ended_dying(case: Case) -> None:
@@ -440,7 +448,11 @@ TABLE: dict[str, tuple[There, dict[str, Expect]]] = {
             ENDED: E(copies.Stale, rl.LostThere, LOST_TOLD, finished="Succeeded", check=stale_still_going),
         }),
     "this run's copy, being deleted": (There(arrange_dying), {
-        **each(CREATING, E(copies.Stale, rl.AwaitStale, "seen await_stale", rl.STALE_RECHECK, check=dying_left)),
+        # An earlier attempt's, after an eviction: never taken as this attempt's.
+        AGAIN: E(copies.Stale, rl.AwaitStale, "seen await_stale", rl.STALE_RECHECK, check=dying_left),
+        # No earlier attempt can exist: this run's, deleted there by someone else; its status is still mirrored.
+        KUEUE: E(copies.InSync, rl.Running, "seen running", LOST_TIMEOUT, synced=True, check=dying_is_the_run),
+        **each(DIRECT, E(copies.InSync, rl.Running, "seen running", synced=True, check=dying_is_the_run)),
     }),
     "this run's copy, being deleted after it ended there": (There(arrange_ended_dying), {
         ENDED: E(copies.InSync, rl.Finish, ENDS_AS_TOLD, finished="Succeeded", synced=True, check=dying_mirrored),
