@@ -470,10 +470,9 @@ async def test_direct_a_worker_whose_connection_is_dropped_is_waited_for_the_tim
     """Direct mode: the dispatcher has run longer than workerLostTimeout when worker1's kubeconfig becomes
     unusable; the run is waited for (the placement says so) before it is placed elsewhere, not moved at once."""
     s = scenario
+    started = time.monotonic()  # the dispatcher has run at least this long
     await on_worker1(s, "dropped")
-    assert s.manager is not None
-    reconciler = s.manager.generation.direct_reconciler
-    await wait_until(lambda: time.monotonic() - reconciler.started_at > 12, timeout=30,
+    await wait_until(lambda: time.monotonic() - started > 12, timeout=30,
                      what="the dispatcher up for longer than workerLostTimeout")  # fmt: skip
     await make_unusable(s, "worker1", "kubeconfig unusable")
     told = ("WorkerUnreachable", "Redispatching")
@@ -605,6 +604,37 @@ async def test_direct_a_copy_replaced_there_by_a_foreign_object_is_not_run_again
     assert await s.runs("worker2").get("replaced", s.namespace) is None, "run a second time on worker2"
     there = await s.get(s.runs("worker1"), "replaced")
     assert uid(there) == uid(foreign), "the foreign object is left untouched"
+
+
+@pytest.mark.parametrize("multikueue_config", [direct()])
+async def test_direct_a_copy_deleted_there_while_a_finalizer_holds_it_still_gives_its_final_status(
+    scenario: Scenario,
+) -> None:
+    """The run succeeds on worker1 while the dispatcher is down, and a pruner deletes its copy there, held by Tekton
+    Results' finalizer. The going copy is this run (Direct mode has no earlier attempt): its final status is mirrored
+    and the run finishes as it ended; nothing is made again once the finalizer lets go."""
+    s = scenario
+    await on_worker1(s, "pruned")
+    await s.runs("worker1").patch("pruned", {"metadata": {"finalizers": [FINALIZER]}}, s.namespace)
+    try:
+        assert s.stop_manager is not None
+        s.stop_manager()
+        await s.runs("worker1").patch_status("pruned", {"status": final_status("pruned", "done")}, s.namespace)
+        await s.runs("worker1").delete("pruned", s.namespace)
+        await s.wait(s.runs("worker1"), "pruned", lambda r: bool(r["metadata"].get("deletionTimestamp")),
+                     "the copy deleted there, held by its finalizer")  # fmt: skip
+        await s.start_manager()
+
+        def ended(run: Any) -> bool:
+            return notes(run).get("multikueue.x-k8s.io/phase") == "Finished"
+
+        done = await s.wait(s.runs("manager"), "pruned", ended, "the run Finished")
+        assert done["status"]["conditions"][0]["message"] == "done", done["status"]
+    finally:
+        await lift_finalizer(s, "worker1", "pruned")
+    await s.wait(s.runs("worker1"), "pruned", lambda r: r is None, "the copy gone once its finalizer lets go")
+    for worker in ("worker1", "worker2"):
+        assert await s.runs(worker).get("pruned", s.namespace) is None, f"made again on {worker}"
 
 
 # ------------------------------------------------------------------- 7. CA data that is not a certificate
