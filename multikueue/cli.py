@@ -652,7 +652,13 @@ def _run(args: argparse.Namespace) -> int:
 
             # The listeners outlive the controllers: after SIGTERM the webhook answers on through the drain delay.
             async with process.serving():
-                signalled = await _until_signalled(work, unready)
+                try:
+                    signalled = await _until_signalled(work, unready)
+                except Exception:  # a failure ends the process: the webhook is drained all the same
+                    if delay := drain_delay(None, process.webhook is not None, args.shutdown_delay):
+                        with anyio.CancelScope(shield=True):
+                            await process.drain(delay)
+                    raise
                 if delay := drain_delay(signalled, process.webhook is not None, args.shutdown_delay):
                     await process.drain(delay)
             if signalled is not None or not args.leader_elect:

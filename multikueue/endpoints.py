@@ -31,6 +31,7 @@ from multikueue.kube.client import ApiClient
 from multikueue.kube.errors import ApiError, Busy, describe
 from multikueue.kube.reviews import AccessDecision, UserInfo, review_access, review_token
 from multikueue.metrics import Metrics
+from multikueue.tls import ServingCertificate
 from multikueue.ttlcache import TTLCache
 
 log = structlog.get_logger(__name__)
@@ -43,7 +44,6 @@ DENIED_TTL = 30.0
 REVIEW_TIMEOUT = 10.0
 CACHE_SIZE = 1024
 REVIEWS_IN_FLIGHT = 4
-CERT_CHECK_INTERVAL = 10.0  # seconds between looks at --metrics-cert-dir for a rotated certificate
 _SELF_SIGNED_VALIDITY = datetime.timedelta(days=365)
 
 
@@ -133,50 +133,6 @@ def _failure(review: str, error: Exception) -> ReviewFailed:
     )
     log.warning("metrics: a review failed; the scrape is refused", review=review, error=failure.detail)
     return failure
-
-
-class _Certificates:
-    """The serving certificate: a handshake's context is switched (SNI callback, called on every handshake) to one
-    made from the files as they are now, looked at every ``CERT_CHECK_INTERVAL`` seconds. Files that do not load
-    (half-written during a rotation) leave the last good certificate in use."""
-
-    def __init__(self, cert: Path, key: Path, *, reload: bool) -> None:
-        self.cert, self.key, self.reload = cert, key, reload
-        self._stamp = self._files_stamp()
-        self.current = self._context()
-        self.current.sni_callback = self._switch
-        self._outer = self.current
-        self._next_look = time.monotonic() + CERT_CHECK_INTERVAL
-
-    def _files_stamp(self) -> tuple[float, float, int, int]:
-        cert, key = self.cert.stat(), self.key.stat()
-        return cert.st_mtime, key.st_mtime, cert.st_ino, key.st_ino
-
-    def _context(self) -> ssl.SSLContext:
-        context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-        context.minimum_version = ssl.TLSVersion.TLSv1_2
-        context.load_cert_chain(self.cert, self.key)
-        return context
-
-    def _switch(self, connection: ssl.SSLObject | ssl.SSLSocket, server_name: str | None, _: ssl.SSLContext) -> None:
-        if self.reload and time.monotonic() >= self._next_look:
-            self._next_look = time.monotonic() + CERT_CHECK_INTERVAL
-            self._look()
-        if self.current is not self._outer:
-            connection.context = self.current
-
-    def _look(self) -> None:
-        try:
-            stamp = self._files_stamp()
-            if stamp == self._stamp:
-                return
-            self.current = self._context()
-        except (OSError, ssl.SSLError) as e:
-            log.warning("metrics: the rotated certificate does not load; the last good one stays in use",
-                        cert=str(self.cert), error=str(e))  # fmt: skip
-            return
-        self._stamp = stamp
-        log.info("metrics: serving certificate reloaded", cert=str(self.cert))
 
 
 def _certificate_files(cert_dir: Path | None, work_dir: Path, host: str) -> tuple[Path, Path, bytes | None]:
@@ -290,7 +246,7 @@ class Endpoints:
         with tempfile.TemporaryDirectory(prefix="multikueue-metrics-") as scratch:
             cert, key, self.ca_pem = _certificate_files(self.serving.cert_dir, Path(scratch), self.serving.metrics[0])
             try:
-                return _Certificates(cert, key, reload=self.serving.cert_dir is not None).current
+                return ServingCertificate(cert, key, watch=self.serving.cert_dir is not None, what="metrics").listener
             except (OSError, ssl.SSLError) as e:
                 where = self.serving.cert_dir
                 raise ServingError(f"--metrics-cert-dir {where}: cannot load tls.crt and tls.key: {e}") from None

@@ -157,6 +157,20 @@ class Metrics:
             "multikueue_config_last_reload_valid", "0 while the ConfigMap holds an invalid configuration.", registry=r
         )
         self.config_valid.set(1)
+        # Labelled, so a process serving no webhook exports neither (an unlabelled gauge reads 0: a false alert).
+        self.webhook_ca_bundle_ok = Gauge(
+            "multikueue_webhook_ca_bundle_in_sync",
+            "1 while the webhook configuration's caBundle trusts the certificate this replica serves (it is written "
+            "again whenever it differs); 0: the API servers may refuse every create of a configured kind.",
+            ["configuration"],
+            registry=r,
+        )
+        self.webhook_certificate_expiry_seconds = Gauge(
+            "multikueue_webhook_certificate_expiry_timestamp_seconds",
+            "When the certificate this replica's admission webhook serves expires (Unix seconds).",
+            ["source"],
+            registry=r,
+        )
         self.queue_depth = Gauge(
             "multikueue_workqueue_depth", "Keys waiting in a controller's queue.", ["controller"], registry=r
         )

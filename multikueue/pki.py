@@ -48,10 +48,11 @@ def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
 class CertificateAuthority:
     """A self-signed CA that issues serving and client certificates."""
 
-    def __init__(self, common_name: str = "multikueue-testbed-ca", *, validity: datetime.timedelta = _VALIDITY) -> None:
+    def __init__(self, common_name: str = "multikueue-testbed-ca", *, validity: datetime.timedelta = _VALIDITY,
+                 now: datetime.datetime | None = None) -> None:  # fmt: skip
         self._key = _new_key()
         self.validity = validity
-        now = datetime.datetime.now(datetime.UTC)
+        now = now or datetime.datetime.now(datetime.UTC)
         name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)])
         self._cert = (
             x509.CertificateBuilder()
@@ -79,9 +80,24 @@ class CertificateAuthority:
             .sign(self._key, hashes.SHA256())
         )
 
+    @classmethod
+    def load(cls, cert_pem: bytes, key_pem: bytes) -> CertificateAuthority:
+        """A CA kept elsewhere (a Secret), to issue more certificates from; ``ValueError`` if they do not load."""
+        key = serialization.load_pem_private_key(key_pem, password=None)
+        if not isinstance(key, ec.EllipticCurvePrivateKey):
+            raise ValueError("the CA key is not an EC private key")
+        ca = cls.__new__(cls)
+        ca._key, ca._cert = key, x509.load_pem_x509_certificate(cert_pem)
+        ca.validity = ca._cert.not_valid_after_utc - ca._cert.not_valid_before_utc
+        return ca
+
     @property
     def cert_pem(self) -> bytes:
         return self._cert.public_bytes(serialization.Encoding.PEM)
+
+    @property
+    def key_pem(self) -> bytes:
+        return _key_pem(self._key)
 
     def issue(
         self,
@@ -92,14 +108,17 @@ class CertificateAuthority:
         ip_addresses: tuple[str, ...] = (),
         server: bool = False,
         client: bool = False,
+        validity: datetime.timedelta | None = None,
+        now: datetime.datetime | None = None,
     ) -> KeyPair:
-        """Issue a leaf certificate; ``server`` needs at least one DNS name or IP address."""
+        """Issue a leaf certificate (valid as long as the CA unless ``validity`` says); ``server`` needs at least
+        one DNS name or IP address."""
         if not (server or client):
             raise ValueError("a certificate must be for a server, a client, or both")
         if server and not (dns_names or ip_addresses):
             raise ValueError(f"serving certificate {common_name!r} needs a DNS name or an IP address")
         key = _new_key()
-        now = datetime.datetime.now(datetime.UTC)
+        now = now or datetime.datetime.now(datetime.UTC)
         attributes = [x509.NameAttribute(NameOID.ORGANIZATION_NAME, org) for org in organizations]
         attributes.append(x509.NameAttribute(NameOID.COMMON_NAME, common_name))
         usages = [ExtendedKeyUsageOID.SERVER_AUTH] if server else []
@@ -111,7 +130,7 @@ class CertificateAuthority:
             .public_key(key.public_key())
             .serial_number(x509.random_serial_number())
             .not_valid_before(now - _CLOCK_SKEW)
-            .not_valid_after(now + self.validity)
+            .not_valid_after(now + (validity or self.validity))
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage(usages), critical=False)
         )

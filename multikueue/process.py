@@ -4,10 +4,10 @@ configuration watch; and, in turn, one generation of controllers per valid confi
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
 import anyio.abc
@@ -60,6 +60,24 @@ async def preflight(api: ApiClient, role: str) -> None:
         raise StartupError(f"cannot reach the manager cluster ({what}): {describe(e)}") from None
 
 
+@contextlib.asynccontextmanager
+async def _beside(task: Callable[[], Coroutine[Any, Any, None]] | None) -> AsyncIterator[None]:
+    """Run ``task`` (which handles its own failures) while the block runs. The block's own exception comes out as
+    itself, not wrapped in the task group's ExceptionGroup, as it would without the task."""
+    if task is None:
+        yield
+        return
+    try:
+        async with anyio.create_task_group() as tg:
+            tg.start_soon(task)
+            yield
+            tg.cancel_scope.cancel()
+    except BaseExceptionGroup as group:
+        if len(group.exceptions) == 1:
+            raise group.exceptions[0] from None
+        raise
+
+
 class Process:
     """One ``multikueue run`` process, for its role: on the manager cluster the dispatcher (and the integration, if
     configured); with ``--role worker`` only the integration. Each valid new configuration replaces the generation
@@ -102,6 +120,8 @@ class Process:
         # The worker-lost clocks, kept across the generations a reload replaces; started anew when this process
         # begins to reconcile (a standby's wait for the lease is no outage of anything).
         self.outages = WorkerOutages()
+        self._watching_config = False  # the ConfigMap's watch runs (a standby starts it; the leader keeps it)
+        self._following: anyio.CancelScope | None = None  # a standby following the ConfigMap
 
     @property
     def generation(self) -> ManagerGeneration:
@@ -131,12 +151,13 @@ class Process:
             except TRANSIENT as e:
                 raise StartupError(f"cannot check the configured kinds on the manager cluster: {describe(e)}") from None
         async with self.serving(), anyio.create_task_group() as outer:
-            if self.reloads is not None:
+            if self.reloads is not None and not self._watching_config:
+                self._watching_config = True
                 outer.start_soon(self.reloads.watch)
             while True:
                 async with anyio.create_task_group() as tg:
                     tg.start_soon(self._serve, self.config)
-                    self.config = await self._next_config()  # may come while the generation still starts
+                    self.config = await self._changed(await self._next_config())  # may come while it still starts
                     tg.cancel_scope.cancel()
                 self._generation = None  # the old generation has stopped before the next is built
                 log.info("configuration reloaded; controllers restarted", source=str(self.config_source))
@@ -159,6 +180,16 @@ class Process:
             await anyio.sleep_forever()
         return await self.reloads.next_valid()
 
+    async def _changed(self, config: Configuration) -> Configuration:
+        """The configuration to put in force; a webhook whose own options changed is said to need a restart (its
+        listener, certificate and Secret are the process's, not a generation's)."""
+        if self.webhook is not None and config.dispatcher.webhook != self.config.dispatcher.webhook:
+            message = ("dispatcher.webhook changed: this replica's webhook keeps serving with the options it started "
+                       "with until it restarts (kubectl rollout restart the Deployment)")  # fmt: skip
+            log.warning(message, serving=self.webhook.options.model_dump(), wanted=str(config.dispatcher.webhook))
+            await self._warn("WebhookRestartNeeded", message)
+        return config
+
     async def _warn(self, reason: str, message: str) -> None:
         if self.reloads is not None:
             await self.reloads.warn(reason, message)
@@ -171,7 +202,8 @@ class Process:
         webhook = None
         try:
             webhook = await self._serve_webhook()
-            yield
+            async with _beside(webhook.keep if webhook is not None else None):
+                yield  # the webhook's certificate and caBundle kept current meanwhile
         finally:
             with anyio.CancelScope(shield=True):
                 if webhook is not None:
@@ -197,7 +229,7 @@ class Process:
         """Start the endpoints once; returns them if this call started them (its owner stops them)."""
         if self.endpoint_options is None or self.endpoints is not None:
             return None
-        ready = lambda: self.standby or self.started.is_set()  # noqa: E731 - a standby is ready by design
+        ready = lambda: (self.standby or self.started.is_set()) and self._webhook_trusted()  # noqa: E731
         endpoints = Endpoints(self.endpoint_options, self.metrics, ready, self.api, draining=lambda: self.draining)
         try:
             await endpoints.start()
@@ -205,6 +237,11 @@ class Process:
             raise StartupError(str(e)) from None
         self.endpoints = endpoints
         return endpoints
+
+    def _webhook_trusted(self) -> bool:
+        """A standby is ready by design (it answers the webhook); a webhook is ready once the API servers trust the
+        certificate it serves, so the Service never sends them to a replica they would refuse."""
+        return self.webhook is None or self.webhook.ready
 
     async def _serve_webhook(self) -> WebhookServer | None:
         """Start the admission webhook once, if configured; returns it if this call started it.
@@ -219,7 +256,7 @@ class Process:
         # serving no webhook never loads.
         from multikueue.integration.webhook import WebhookServer
 
-        self.webhook = WebhookServer(options, lambda: self.config.integrations)
+        self.webhook = WebhookServer(options, lambda: self.config.integrations, metrics=self.metrics, warn=self._warn)
         await self.webhook.start(self.api, self.config.dispatcher.namespace)
         return self.webhook
 
@@ -234,15 +271,30 @@ class Process:
         lease = f"{election.namespace}/{election.name}"
         acquired = anyio.Event()
         log.info("waiting for the leader lease", lease=lease, identity=election.identity)
-        async with self.serving():
+        async with self.serving(), anyio.create_task_group() as standby:
+            if self.reloads is not None:  # a standby's webhook serves the configuration in force, as the leader's
+                self._watching_config = True
+                standby.start_soon(self.reloads.watch)
+                self._following = await standby.start(self._follow_config)
             try:
                 await self._lead(election, acquired)
             finally:
+                standby.cancel_scope.cancel()
                 if acquired.is_set():
                     with anyio.CancelScope(shield=True), anyio.move_on_after(RELEASE_TIMEOUT):
                         if await leader.release(self.api, namespace=election.namespace, name=election.name,
                                                 identity=election.identity):  # fmt: skip
                             log.info("leader lease released", lease=lease, identity=election.identity)
+
+    async def _follow_config(self, *, task_status: anyio.abc.TaskStatus[anyio.CancelScope]) -> None:
+        """While standing by, each valid change becomes the configuration in force, judged and refused as the
+        leader judges it; the leader's ``run`` takes over from this once the Lease is held."""
+        assert self.reloads is not None
+        with anyio.CancelScope() as scope:
+            task_status.started(scope)
+            while True:
+                self.config = await self._changed(await self.reloads.next_valid())
+                log.info("configuration changed; this standby's webhook serves it", source=str(self.reloads))
 
     async def _lead(self, election: LeaderElectionSettings, acquired: anyio.Event) -> None:
         lease = f"{election.namespace}/{election.name}"
@@ -265,6 +317,10 @@ class Process:
 
             tg.start_soon(elect)
             await acquired.wait()
+            if self._following is not None and self.reloads is not None:
+                self._following.cancel()  # from here on the leader's run follows the ConfigMap
+                self.config = self.reloads.current  # the last valid change, even one judged as the standby stopped
+                self.reloads.offer_again()  # a change it was judging when stopped is judged again by the leader
             self.standby = False
             log.info("leader lease acquired", lease=lease, identity=election.identity)
             await self.run()

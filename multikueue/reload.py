@@ -117,6 +117,12 @@ class ConfigReloads:
         self._latest = config_map
         self._arrived.set()
 
+    def offer_again(self) -> None:
+        """Judge the ConfigMap as last seen again (a change whose judgement was cancelled); one judged is ignored."""
+        if self.config_map is not None and self._latest is None:
+            self._latest = self.config_map
+            self._arrived.set()
+
     async def next_valid(self) -> Configuration:
         """Wait for a change that parses, passes the kind check and differs from ``current``; it becomes current."""
         while True:

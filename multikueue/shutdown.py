@@ -15,12 +15,13 @@ DEFAULT_SHUTDOWN_DELAY = 5.0  # seconds: endpoint removal reaches kube-proxy wit
 
 
 def drain_delay(signum: int | None, serves_webhook: bool, delay: float) -> float:
-    """Seconds to keep serving after the process was told to stop.
+    """Seconds to keep serving after the process was told to stop, or stopped by itself.
 
-    Only SIGTERM (a Pod's termination) waits: Ctrl-C at a terminal stops at once, and a process that ended for
-    another reason (a lost Lease) is not being removed from a Service. Only the webhook needs it: the API server
-    calls it on users' behalf, whereas a missed scrape or probe costs nothing.
+    Every stop of a replica serving the webhook drains it: SIGTERM (a Pod's termination), a lost Lease or a failure
+    end the process while its Pod is still a ready endpoint, and the API server keeps calling it until the endpoint
+    has left. Only Ctrl-C (SIGINT) at a terminal stops at once. Only the webhook needs it: the API server calls it
+    on users' behalf, whereas a missed scrape or probe costs nothing.
     """
-    if signum != signal.SIGTERM or not serves_webhook:
+    if signum == signal.SIGINT or not serves_webhook:
         return 0.0
     return max(0.0, delay)

@@ -18,6 +18,8 @@ from e2e.wiring import SYSTEM, apply_manifests, kubectl
 from multikueue.kube.client import ApiClient
 
 WORKER = ROOT / "config" / "worker-integration"
+MANAGER = ROOT / "config" / "integration"
+MANAGER_CONFIG = ROOT / "examples" / "tekton" / "integration-config.yaml"  # what docs/tekton.md's manager block puts
 # What config/integration adds to config/manager (removed from the manager when the scenario ends).
 MANAGER_ADDED = ("mutatingwebhookconfiguration/multikueue-mutating-webhook",
                  "clusterrolebinding/multikueue-integration", "clusterrole/multikueue-integration",
@@ -45,6 +47,19 @@ async def install(kind: KindEnvironment, api: dict[str, ApiClient], *, workers: 
         await anyio.to_thread.run_sync(run, "workers")
     await anyio.to_thread.run_sync(run, "manager")
     await rolled_out(kind, api, "the dispatcher restarted with the integration")
+
+
+def apply_again(kind: KindEnvironment) -> None:
+    """config/integration applied again on the manager, as an operator re-applies what is installed: its objects in
+    one server-side apply, the ConfigMap carrying the configuration the install put there (config/manager's own text
+    would take the webhook's integrations away while it stood). The webhook configuration has no caBundle here: the
+    controller keeps it."""
+    rendered = kind.run_kubectl("manager", "kustomize", str(MANAGER))
+    objects = [doc for doc in yaml.safe_load_all(rendered) if doc]
+    configs = [doc for doc in objects if doc["kind"] == "ConfigMap" and doc["metadata"]["name"] == "multikueue-config"]
+    assert len(configs) == 1, f"{MANAGER} renders {len(configs)} multikueue-config ConfigMaps"
+    configs[0]["data"] = {"controller_manager_config.yaml": MANAGER_CONFIG.read_text()}
+    kubectl(kind, "manager", "apply", "--server-side", "-f", "-", stdin=yaml.safe_dump_all(objects))
 
 
 async def remove(kind: KindEnvironment, api: dict[str, ApiClient], *, workers: bool) -> None:

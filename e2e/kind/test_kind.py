@@ -7,14 +7,17 @@ The step image is the Debian base built here (no registry): the example's ``busy
 
 from __future__ import annotations
 
+import base64
 import copy
 import json
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import anyio
 import pytest
 import yaml
+from cryptography import x509
 from kubernetes_asyncio import client as k8s_client
 
 from e2e.kind import integration, tekton_kueue, upstream
@@ -27,6 +30,7 @@ from e2e.kind.scene import (
     Object,
     WorkerWatch,
     condition,
+    dispatcher_pods,
     example,
     leader_pod,
     live_leader,
@@ -37,7 +41,7 @@ from e2e.kind.scene import (
 from e2e.providers import WORKERS, Environment
 from e2e.providers.kind import ROOT, KindEnvironment
 from e2e.wiring import CHECK, SYSTEM, kubectl
-from multikueue.kube.addresses import MULTIKUEUE_CLUSTERS, WORKLOADS, GroupVersionKind
+from multikueue.kube.addresses import MULTIKUEUE_CLUSTERS, WORKLOADS, GroupVersionKind, Resource
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import Objects
 from multikueue.labels import prebuilt_workload_of
@@ -725,6 +729,185 @@ async def test_no_create_is_refused_while_the_leader_pod_goes_and_the_deployment
             stored = await runs.get(name, NAMESPACE)
             assert stored is not None, f"{name} was answered but does not exist"
             assert stored["spec"].get("status") == "PipelineRunPending"
+    finally:
+        await anyio.to_thread.run_sync(
+            lambda: kind.run_kubectl(
+                "manager",
+                "-n",
+                NAMESPACE,
+                "delete",
+                "pipelineruns",
+                "-l",
+                "kueue.x-k8s.io/queue-name=kind-rollout-nowhere",
+                "--wait=false",
+            )
+        )
+        await integration.remove(kind, api, workers=False)
+
+
+WEBHOOK_SECRET, WEBHOOK_CONFIGURATION = "multikueue-webhook-cert", "multikueue-mutating-webhook"
+SECRETS = Resource("", "v1", "secrets", "Secret")
+MUTATING_WEBHOOKS = Resource("admissionregistration.k8s.io", "v1", "mutatingwebhookconfigurations",
+                             "MutatingWebhookConfiguration", namespaced=False)  # fmt: skip
+SERVING_CHANGED = "webhook serving certificate changed"  # logged by a replica that starts serving a new certificate
+
+
+def _cas(text: str | None) -> tuple[x509.Certificate, ...]:
+    """The certificates of a base64 PEM bundle (a Secret's ca.crt, a webhook's caBundle), in order."""
+    return tuple(x509.load_pem_x509_certificates(base64.b64decode(text))) if text else ()
+
+
+@dataclass(frozen=True)
+class _Trust:
+    secret: tuple[x509.Certificate, ...]  # the webhook Secret's ca.crt; empty while there is no Secret
+    configured: tuple[tuple[x509.Certificate, ...], ...]  # each webhook's caBundle
+
+    def agreed(self) -> bool:
+        return bool(self.secret and self.configured) and all(cas == self.secret for cas in self.configured)
+
+
+async def _trust(api: dict[str, ApiClient]) -> _Trust:
+    secret = await Objects(api["manager"], SECRETS).get(WEBHOOK_SECRET, SYSTEM)
+    configuration = await Objects(api["manager"], MUTATING_WEBHOOKS).get(WEBHOOK_CONFIGURATION)
+    assert configuration is not None, f"no MutatingWebhookConfiguration {WEBHOOK_CONFIGURATION}"
+    webhooks = configuration.get("webhooks") or []
+    return _Trust(_cas(((secret or {}).get("data") or {}).get("ca.crt")),
+                  tuple(_cas(w["clientConfig"].get("caBundle")) for w in webhooks))  # fmt: skip
+
+
+async def _agreed(api: dict[str, ApiClient], what: str) -> _Trust:
+    return await eventually(lambda: _trust(api), until=_Trust.agreed, timeout=60, interval=0.5,
+                            what=f"the caBundle is the webhook Secret's bundle: {what}")  # fmt: skip
+
+
+async def _rotated(api: dict[str, ApiClient], before: _Trust) -> x509.Certificate:
+    """The new CA, once the Secret written anew and the caBundle agree on a bundle that keeps the one before."""
+    rotated = await eventually(lambda: _trust(api), until=lambda t: t.agreed() and t.secret != before.secret,
+                               timeout=60, interval=0.5,
+                               what=f"a new CA in Secret {WEBHOOK_SECRET} and in the caBundle")  # fmt: skip
+    new = [ca for ca in rotated.secret if ca not in before.secret]
+    names = [ca.subject.rfc4514_string() for ca in rotated.secret]
+    assert len(new) == 1, f"one new CA in the bundle: {names}"
+    assert len(rotated.secret) == 2, f"the bundle keeps the CA trusted before beside the new one: {names}"
+    return new[0]
+
+
+async def _serving_changes(kind: KindEnvironment, api: dict[str, ApiClient]) -> dict[str, list[str]]:
+    """For each running dispatcher Pod, the issuer of every certificate it changed to, as its (JSON) log says."""
+
+    def issuers(pod: str) -> list[str]:
+        found = []
+        for line in kind.run_kubectl("manager", "-n", SYSTEM, "logs", pod, "-c", "controller").splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(entry, dict) and entry.get("event") == SERVING_CHANGED:
+                found.append(str(entry.get("issuer")))
+        return found
+
+    pods = [p["metadata"]["name"] for p in await dispatcher_pods(api) if not p["metadata"].get("deletionTimestamp")]
+    return {pod: await anyio.to_thread.run_sync(issuers, pod) for pod in pods}
+
+
+async def _every_replica_serves(kind: KindEnvironment, api: dict[str, ApiClient], ca: x509.Certificate,
+                                before: dict[str, list[str]]) -> None:  # fmt: skip
+    """Each replica logged, since ``before``, one change of certificate: to the one ``ca`` issued."""
+    issuer = ca.subject.rfc4514_string()
+
+    def since(logged: dict[str, list[str]]) -> dict[str, list[str]]:
+        return {pod: issuers[len(before.get(pod, [])) :] for pod, issuers in logged.items()}
+
+    def switched(logged: dict[str, list[str]]) -> bool:
+        return bool(logged) and all(issuer in changes for changes in since(logged).values())
+
+    logged = await eventually(lambda: _serving_changes(kind, api), until=switched, timeout=90, interval=1,
+                              what=f"every replica serving the certificate of {issuer}")  # fmt: skip
+    assert set(logged) == set(before), f"the same replicas throughout: {sorted(before)}, now {sorted(logged)}"
+    assert since(logged) == {pod: [issuer] for pod in logged}, f"one change per replica, to the new CA: {logged}"
+
+
+async def _stored_and_held(runs: Objects, created: list[str]) -> None:
+    stored = {r["metadata"]["name"]: r for r in await runs.items(NAMESPACE)}
+    missing = [name for name in created if name not in stored]
+    assert missing == [], f"{len(missing)} runs answered but not stored: {missing[:10]}"
+    unheld = [name for name in created if stored[name]["spec"].get("status") != "PipelineRunPending"]
+    assert unheld == [], f"{len(unheld)} runs stored not held: {unheld[:10]}"
+
+
+async def test_no_create_is_refused_while_the_webhook_ca_rotates_and_the_manifests_are_applied_again(
+    kind: KindEnvironment, api: dict[str, ApiClient]
+) -> None:
+    """The webhook's generated Secret deleted: a replica writes a new CA whose bundle keeps the CA the caBundle trusts,
+    the caBundle follows, and every replica serves the new certificate only once it is trusted; then config/integration
+    applied again, which leaves the controller's caBundle as it is. A stream of queued PipelineRun creates (5/s,
+    bounded, at least 500) sees no refusal throughout, and every run created exists, held by the webhook. The queue
+    named is one no LocalQueue serves: nothing is admitted or run."""
+    runs = Objects(api["manager"], PIPELINERUNS)
+    created: list[str] = []
+    refused: list[str] = []
+
+    def body(name: str) -> Object:
+        run = example()
+        run["metadata"]["name"] = name
+        run["metadata"]["labels"]["kueue.x-k8s.io/queue-name"] = "kind-rollout-nowhere"
+        return run
+
+    probes = iter(range(1000))
+
+    async def held() -> bool:  # each attempt its own name: one admitted unheld must not turn into AlreadyExists
+        made = await runs.create(body(f"kind-rotation-probe-{next(probes)}"), NAMESPACE)
+        return bool(made["spec"].get("status") == "PipelineRunPending")
+
+    async def stream(limit: int) -> None:  # names of their own: the rollout scenario's runs may still be going
+        for i in range(limit):
+            name = f"kind-rotation-{i}"
+            try:
+                with anyio.fail_after(15):
+                    made = await runs.create(body(name), NAMESPACE)
+            except Exception as e:  # every refusal is recorded, whatever its kind
+                refused.append(f"{name}: {type(e).__name__}: {e}")
+            else:
+                assert made["spec"].get("status") == "PipelineRunPending", f"{name} not held by the webhook"
+                created.append(name)
+            await anyio.sleep(0.2)  # pacing: 5 creates a second
+
+    async def answered() -> int:
+        return len(created) + len(refused)
+
+    try:
+        await integration.install(kind, api, workers=False)
+        await eventually(held, timeout=120, interval=1, what="the webhook holds a create")
+        before = await _agreed(api, "after the install")
+        assert len(before.secret) == 1, "a fresh install's Secret holds one CA"
+        logged = await _serving_changes(kind, api)
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(stream, 800)  # ~170 s at most
+            await eventually(answered, until=lambda n: n >= 10, what="creates flow")
+
+            # (1) the Secret deleted: a new CA, whose bundle still carries the one the caBundle trusts
+            await anyio.to_thread.run_sync(
+                lambda: kind.run_kubectl("manager", "-n", SYSTEM, "delete", "secret", WEBHOOK_SECRET)
+            )
+            ca = await _rotated(api, before)
+            await _every_replica_serves(kind, api, ca, logged)
+
+            # (2) the manifests applied again: the caBundle stays the Secret's bundle (or is written back)
+            await anyio.to_thread.run_sync(lambda: integration.apply_again(kind))
+            assert ca in (await _agreed(api, "after the manifests applied again")).secret
+            await rolled_out(kind, api, "the dispatcher after the manifests applied again")
+            after = await answered()
+            await eventually(answered, until=lambda n: n >= max(500, after + 10), timeout=240, interval=1,
+                             what="500 creates, the last ones after the apply")  # fmt: skip
+            group.cancel_scope.cancel()
+
+        sys.stderr.write(f"\n[kind] {len(created) + len(refused)} creates answered, {len(refused)} refused\n")
+        assert refused == [], f"{len(refused)} of {len(created) + len(refused)} creates refused:\n" + "\n".join(
+            refused[:10]
+        )
+        assert len(created) >= 500
+        await _stored_and_held(runs, created)
     finally:
         await anyio.to_thread.run_sync(
             lambda: kind.run_kubectl(

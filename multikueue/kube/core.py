@@ -1,6 +1,7 @@
 """Built-in (non-custom) API calls the controllers make, so that only ``kube/`` talks to the API: the server's
 version (a liveness probe), ConfigMaps and Secrets read, written and watched, Warning Events watched, pods and
-their logs, and the caBundle of a MutatingWebhookConfiguration. Errors are ``kube.errors.ApiError`` subclasses."""
+their logs, a Service's EndpointSlices, and a MutatingWebhookConfiguration watched and its caBundle written. Errors
+are ``kube.errors.ApiError`` subclasses."""
 
 from __future__ import annotations
 
@@ -76,12 +77,14 @@ async def pod_log(api: ApiClient, namespace: str, pod: str, container: str, *, f
             yield line.decode(errors="replace").rstrip("\n")
 
 
-async def write_secret(api: ApiClient, namespace: str, body: Object, *, replace: bool) -> None:
-    """Create the Secret, or replace it (``body`` then carries the resourceVersion it replaces)."""
+async def write_secret(api: ApiClient, namespace: str, body: Object, *, replace: bool) -> Object:
+    """Create the Secret, or replace it (``body`` then carries the resourceVersion it replaces); as written."""
+    written: Object
     if replace:
-        await api.send("PUT", _path(namespace, "secrets", body["metadata"]["name"]), body=body)
+        written = await api.request("PUT", _path(namespace, "secrets", body["metadata"]["name"]), body=body)
     else:
-        await api.send("POST", _path(namespace, "secrets"), body=body)
+        written = await api.request("POST", _path(namespace, "secrets"), body=body)
+    return written
 
 
 async def patch_secret_data(api: ApiClient, namespace: str, name: str, resource_version: str, key: str,
@@ -94,10 +97,42 @@ async def patch_secret_data(api: ApiClient, namespace: str, name: str, resource_
     return result
 
 
-async def inject_mutating_ca_bundle(api: ApiClient, name: str, bundle: str) -> int:
-    """Set ``caBundle`` (base64) on every webhook of the MutatingWebhookConfiguration ``name``; returns how many."""
-    current = await api.request("GET", f"{WEBHOOKS}/{name}")
-    webhooks = [{"name": w["name"], "clientConfig": {"caBundle": bundle}} for w in current.get("webhooks") or []]
-    # A strategic merge patch keyed by webhook name: only caBundle changes.
-    await api.send("PATCH", f"{WEBHOOKS}/{name}", body={"webhooks": webhooks}, content_type=STRATEGIC_MERGE_PATCH)
-    return len(webhooks)
+def secret_named_source(api: ApiClient, namespace: str, name: str) -> ApiListSource:
+    """One Secret, listed and watched by a field selector on its name (RBAC allows it by that name)."""
+    query = {"fieldSelector": f"metadata.name={name}"}
+    return ApiListSource(api, _path(namespace, "secrets"), description=f"Secret {namespace}/{name}", query=query)
+
+
+def webhook_configuration_source(api: ApiClient, name: str) -> ApiListSource:
+    """One MutatingWebhookConfiguration, listed and watched by a field selector on its name."""
+    query = {"fieldSelector": f"metadata.name={name}"}
+    return ApiListSource(api, WEBHOOKS, description=f"MutatingWebhookConfiguration {name}", query=query)
+
+
+async def read_service(api: ApiClient, namespace: str, name: str) -> Object:
+    found: Object = await api.request("GET", _path(namespace, "services", name))
+    return found
+
+
+async def endpoint_slices(api: ApiClient, namespace: str, service: str) -> list[Object]:
+    """The EndpointSlices of a Service: where it sends its callers, ready or not."""
+    path = f"/apis/discovery.k8s.io/v1/namespaces/{namespace}/endpointslices"
+    listed = await api.request("GET", path, query={"labelSelector": f"kubernetes.io/service-name={service}"})
+    return list(listed.get("items") or [])
+
+
+async def read_webhook_configuration(api: ApiClient, name: str) -> Object:
+    found: Object = await api.request("GET", f"{WEBHOOKS}/{name}")
+    return found
+
+
+async def write_ca_bundle(api: ApiClient, configuration: Object, bundle: str, annotations: dict[str, str]) -> Object:
+    """Set ``caBundle`` (base64) on every webhook of the MutatingWebhookConfiguration as read, and ``annotations``,
+    only if it is still at the resourceVersion read (``Conflict`` otherwise); the configuration as written."""
+    meta = configuration["metadata"]
+    webhooks = [{"name": w["name"], "clientConfig": {"caBundle": bundle}} for w in configuration.get("webhooks") or []]
+    body = {"metadata": {"resourceVersion": meta["resourceVersion"], "annotations": annotations}, "webhooks": webhooks}
+    # A strategic merge patch keyed by webhook name: only caBundle and the annotations change.
+    written: Object = await api.request("PATCH", f"{WEBHOOKS}/{meta['name']}", body=body,
+                                        content_type=STRATEGIC_MERGE_PATCH)  # fmt: skip
+    return written

@@ -17,11 +17,13 @@ import anyio
 import pytest
 import yaml
 
+from multikueue.config import Webhook
 from multikueue_testbed import kueue, scrape
 from multikueue_testbed.interop import prometheus_binary
 from multikueue_testbed.testbed import free_port
 from multikueue_testbed.waiting import eventually
 from tests.integration.scenario import Scenario
+from tests.integration.webhooks import configuration, serving_replica, webhook_configuration
 
 ROOT = Path(__file__).parents[2]
 MONITORING = ROOT / "config" / "monitoring"
@@ -142,9 +144,18 @@ async def test_a_real_prometheus_finds_data_for_every_alert_and_dashboard_expres
     finally:
         s.bed.start_apiserver("worker1")
 
-    expressions = [COMPARISON.sub("", rule["expr"]) for rule in _rules()] + _dashboard_expressions()
-    for expression in expressions:  # the alerts' expressions less their thresholds: the measured values
-        await eventually(lambda e=expression: _answers(prometheus, e), timeout=60, what=f"data for {expression}")  # type: ignore[misc]
+    # The admission webhook, as config/integration serves it, counted in the dispatcher's metrics.
+    assert s.manager is not None
+    name = f"multikueue-{s.namespace}"
+    options = Webhook(host="127.0.0.1", port=0, hosts=("127.0.0.1",), configuration_name=name)
+    async with (
+        serving_replica(s.api["manager"], s.namespace, options, s.manager.metrics) as webhook,
+        webhook_configuration(s.api["manager"], configuration(name, s.namespace, f"https://127.0.0.1:{webhook.port}",
+                                                               None)),
+    ):  # fmt: skip
+        expressions = [COMPARISON.sub("", rule["expr"]) for rule in _rules()] + _dashboard_expressions()
+        for expression in expressions:  # the alerts' expressions less their thresholds: the measured values
+            await eventually(lambda e=expression: _answers(prometheus, e), timeout=60, what=f"data for {expression}")  # type: ignore[misc]
 
     async def rules() -> list[Any]:
         async with aiohttp.ClientSession() as http, http.get(f"{prometheus}/api/v1/rules") as response:

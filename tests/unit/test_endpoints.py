@@ -13,7 +13,7 @@ import anyio.streams.tls
 import pytest
 from cryptography import x509
 
-from multikueue import endpoints
+from multikueue import tls
 from multikueue.endpoints import Endpoints, Serving, ServingError
 from multikueue.kube.client import ApiClient
 from multikueue.kube.kubeconfig import ClusterAccess
@@ -49,7 +49,7 @@ def api() -> ApiClient:
 async def test_a_rotated_certificate_is_served_and_a_broken_one_is_not(
     tmp_path: Path, api: ApiClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(endpoints, "CERT_CHECK_INTERVAL", 0.0)
+    monkeypatch.setattr(tls, "CHECK_INTERVAL", 0.0)
     ca = CertificateAuthority("metrics-test-ca")
     _write(tmp_path, ca, "first")
     served = Endpoints(Serving(metrics=("127.0.0.1", 0), cert_dir=tmp_path), Metrics(), lambda: True, api)

@@ -1,4 +1,4 @@
-"""How long a stopping process keeps answering: only a Pod's termination, and only when a webhook is served."""
+"""How long a stopping process keeps answering: every stop but Ctrl-C, and only when a webhook is served."""
 
 from __future__ import annotations
 
@@ -10,15 +10,16 @@ from multikueue.cli import _build_parser
 from multikueue.shutdown import DEFAULT_SHUTDOWN_DELAY, drain_delay
 
 
-def test_sigterm_with_a_webhook_waits_the_delay() -> None:
-    assert drain_delay(signal.SIGTERM, True, 7.5) == 7.5
-    assert drain_delay(signal.SIGTERM, True, -1) == 0.0
+@pytest.mark.parametrize("signum", [signal.SIGTERM, None], ids=["a Pod's termination", "a lost Lease, a failure"])
+def test_a_stop_with_a_webhook_waits_the_delay(signum: int | None) -> None:
+    assert drain_delay(signum, True, 7.5) == 7.5
+    assert drain_delay(signum, True, -1) == 0.0
 
 
 @pytest.mark.parametrize(
     ("signum", "serves_webhook"),
-    [(signal.SIGINT, True), (None, True), (signal.SIGTERM, False)],
-    ids=["ctrl-c stops at once", "the work ended by itself (a lost Lease)", "no webhook to keep answering"],
+    [(signal.SIGINT, True), (signal.SIGTERM, False), (None, False)],
+    ids=["ctrl-c stops at once", "no webhook to keep answering", "nor after a lost Lease"],
 )
 def test_no_wait_otherwise(signum: int | None, serves_webhook: bool) -> None:
     assert drain_delay(signum, serves_webhook, 7.5) == 0.0
