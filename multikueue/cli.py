@@ -122,6 +122,8 @@ def _build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--context", help="context in --kubeconfig")
     explain.add_argument("--kind", required=True, help="the kind as configured, e.g. PipelineRun.v1.tekton.dev")
     explain.add_argument("object", metavar="NAMESPACE/NAME")
+    explain.add_argument("-o", "--output", choices=("text", "json"), default="text",
+                         help="text (default) or json (a RunStatus document)")  # fmt: skip
 
     status = commands.add_parser(
         "status",
@@ -129,6 +131,8 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     status.add_argument("kind", metavar="KIND", help="the kind as configured, e.g. PipelineRun.v1.tekton.dev")
     status.add_argument("object", metavar="NAMESPACE/NAME")
+    status.add_argument("-o", "--output", choices=("text", "json"), default="text",
+                        help="text (default) or json (a RunStatus document)")  # fmt: skip
     status.add_argument("--kubeconfig", help="kubeconfig of the manager cluster (default: $KUBECONFIG)")
     status.add_argument("--context", help="context in --kubeconfig")
     status.add_argument(
@@ -401,11 +405,13 @@ def _on_the_manager(command: str, kubeconfig: Any, context: str | None,
 
 
 def _status(args: argparse.Namespace) -> int:
+    import json
+
     from multikueue.commands import status
 
     async def body(api: Any, gvk: Any, namespace: str, name: str, workers: Any) -> int:
         view = await status.gather(api, gvk, namespace, name, args.secrets_namespace, workers)
-        print(status.render(view))
+        print(json.dumps(status.as_json(view), indent=2) if args.output == "json" else status.render(view))
         return 0 if view.obj is not None else 1
 
     return _run_on_a_run("status", args, body)
@@ -506,9 +512,11 @@ def _workers(args: argparse.Namespace) -> int:
 
 
 def _explain(args: argparse.Namespace) -> int:
+    import json
+
     import anyio
 
-    from multikueue.commands.explain import explain
+    from multikueue.commands.explain import explain, explain_document
     from multikueue.kube.addresses import GroupVersionKind
     from multikueue.kube.client import api_client_from_kubeconfig
     from multikueue.kube.errors import KubeconfigError, KubeError, describe
@@ -525,7 +533,11 @@ def _explain(args: argparse.Namespace) -> int:
 
     async def main() -> int:
         async with await api_client_from_kubeconfig(kubeconfig, context=args.context) as api:
-            text, found = await explain(api, gvk, namespace, name)
+            if args.output == "json":
+                document = await explain_document(api, gvk, namespace, name)
+                text, found = json.dumps(document, indent=2), document["manager"] is not None
+            else:
+                text, found = await explain(api, gvk, namespace, name)
         print(text)
         return 0 if found else 1
 
@@ -536,6 +548,9 @@ def _explain(args: argparse.Namespace) -> int:
         return 2
     except KubeError as e:
         print(f"multikueue explain: {describe(e)}", file=sys.stderr)
+        return 1
+    except LookupError as e:  # -o json: the kind is not served on the manager
+        print(f"multikueue explain: {e}", file=sys.stderr)
         return 1
 
 

@@ -29,6 +29,27 @@ class KubeconfigRejected(ValueError):
         super().__init__(message)
 
 
+class KubeconfigNotYaml(KubeconfigRejected):
+    """The text does not parse as YAML; ``problem`` is where and why, in one line."""
+
+    def __init__(self, problem: str) -> None:
+        self.problem = problem
+        super().__init__(BAD_KUBECONFIG, f"failed to parse kubeconfig(apiconfig): {problem}")
+
+
+def yaml_problem(error: yaml.YAMLError) -> str:
+    """A YAML error in one line: the position (1-based, as editors count) and the problem, without the quoted
+    snippet and caret PyYAML adds on lines of their own (a MultiKueueCluster condition, a worker's line)."""
+    mark = getattr(error, "problem_mark", None) or getattr(error, "context_mark", None)
+    problem = getattr(error, "problem", None) or getattr(error, "context", None)
+    if mark is not None and problem:
+        return f"line {mark.line + 1}, column {mark.column + 1}: {problem}"
+    first = (str(error).splitlines() or [type(error).__name__])[0]
+    if isinstance(error, yaml.reader.ReaderError):  # a character YAML does not allow: where, as a position
+        return f"position {error.position}: {first}"
+    return first
+
+
 def _named(entries: Any, field: str) -> dict[str, dict[str, Any]]:
     if entries is None:
         return {}
@@ -67,7 +88,7 @@ def validate_kubeconfig(raw: bytes | str) -> dict[str, Any]:
     try:
         config = yaml.safe_load(raw)
     except yaml.YAMLError as e:
-        raise KubeconfigRejected(BAD_KUBECONFIG, f"failed to parse kubeconfig(apiconfig): {e}") from None
+        raise KubeconfigNotYaml(yaml_problem(e)) from None
     if not isinstance(config, dict):
         raise KubeconfigRejected(BAD_KUBECONFIG, "failed to parse kubeconfig(apiconfig): not a mapping")
     users = _named(config.get("users"), "users")

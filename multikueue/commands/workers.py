@@ -1,7 +1,9 @@
 """``multikueue workers``: the fleet at a glance. Each worker's MultiKueueCluster (connection, credential expiry,
 labels), the configured kinds it serves, and its Kueue's ClusterQueues (usage against nominal quota per flavor and
 resource, Workloads pending and admitted), read from the workers with the user's own access to their Secrets, as
-``status`` reads them. ``render`` and ``as_json`` are pure."""
+``status`` reads them. What cannot be read is said on that worker's line, in one line, and the others are still
+shown; MultiKueueClusters the user may not list leave only the workers given with ``--worker-kubeconfig``.
+``render`` and ``as_json`` are pure."""
 
 from __future__ import annotations
 
@@ -9,6 +11,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from multikueue.clusterqueues import Queue, queue_of
+from multikueue.commands.run_document import API_VERSION
+from multikueue.commands.run_text import one_line
 from multikueue.commands.status import WorkerView, worker_kubeconfig
 from multikueue.kube.addresses import CLUSTER_QUEUES, MULTIKUEUE_CLUSTERS, GroupVersionKind
 from multikueue.kube.client import api_client_from_kubeconfig
@@ -31,14 +35,15 @@ class Fleet:
     kinds: dict[str, bool] = field(default_factory=dict)  # configured kind -> served there
     queues: list[Queue] = field(default_factory=list)
     unreadable: str = ""  # why the worker itself could not be read ("" when it was)
+    cluster_unreadable: str = ""  # why its MultiKueueCluster could not be read ("" when it was)
 
 
 async def gather(api: Any, secrets_namespace: str, kinds: list[GroupVersionKind],
                  given: dict[str, Object] | None = None) -> list[Fleet]:  # fmt: skip
-    """Every MultiKueueCluster on the manager and, read with the user's access, its worker."""
+    """Every MultiKueueCluster on the manager and, read with the user's access, its worker. ``LookupError`` (one
+    line) when MultiKueueClusters cannot be listed and no worker is given."""
     fleet = []
-    for cluster in sorted(await Objects(api, MULTIKUEUE_CLUSTERS).items(), key=lambda c: c["metadata"]["name"]):
-        entry = from_cluster(cluster)
+    for entry in await _entries(api, given or {}):
         view = WorkerView(entry.name)
         kubeconfig = (given or {}).get(entry.name) or await worker_kubeconfig(api, view, secrets_namespace)
         if kubeconfig is None:
@@ -47,6 +52,17 @@ async def gather(api: Any, secrets_namespace: str, kinds: list[GroupVersionKind]
             await _read_worker(entry, kubeconfig, kinds)
         fleet.append(entry)
     return fleet
+
+
+async def _entries(api: Any, given: dict[str, Object]) -> list[Fleet]:
+    try:
+        clusters = await Objects(api, MULTIKUEUE_CLUSTERS).items()
+    except ApiError as e:
+        why = f"MultiKueueClusters cannot be listed with your credentials ({describe(e)})"
+        if not given:
+            raise LookupError(f"{why}; give your own access to workers: --worker-kubeconfig WORKER=PATH") from None
+        return [Fleet(name, "Unknown", cluster_unreadable=why) for name in sorted(given)]
+    return [from_cluster(c) for c in sorted(clusters, key=lambda c: c["metadata"]["name"])]
 
 
 def from_cluster(cluster: Object) -> Fleet:
@@ -90,12 +106,13 @@ def render(fleet: list[Fleet]) -> str:
 
 def _worker_lines(worker: Fleet) -> list[str]:
     connection = f"Active={worker.connected}" + (f" {worker.reason}" if worker.reason else "")
-    lines = [f"worker {worker.name}: {connection}" + (f": {worker.message}" if worker.message else "")]
+    said = worker.cluster_unreadable or worker.message  # another controller's message may span lines: one here
+    lines = [f"worker {worker.name}: {connection}" + (f": {one_line(said)}" if said else "")]
     if worker.labels:
         lines.append("  labels: " + ", ".join(f"{k}={v}" for k, v in sorted(worker.labels.items())))
     lines.append(f"  credentials expire: {worker.credentials_expire or 'not known (no expiry recorded)'}")
     if worker.unreadable:
-        return [*lines, f"  worker: {worker.unreadable}"]
+        return [*lines, f"  worker: {one_line(worker.unreadable)}"]
     if worker.kinds:
         served = [f"{k}{'' if ok else ' (not served)'}" for k, ok in worker.kinds.items()]
         lines.append("  kinds: " + ", ".join(served))
@@ -110,4 +127,4 @@ def _worker_lines(worker: Fleet) -> list[str]:
 
 def as_json(fleet: list[Fleet]) -> dict[str, Any]:
     """``-o json``: a List-shaped document, one item per worker, as scripts read kubectl's."""
-    return {"kind": "WorkerList", "items": [asdict(worker) for worker in fleet]}
+    return {"apiVersion": API_VERSION, "kind": "WorkerList", "items": [asdict(worker) for worker in fleet]}

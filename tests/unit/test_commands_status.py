@@ -1,12 +1,19 @@
-"""``multikueue status``'s verdict (``status.why``): one row per way a run can stand."""
+"""``multikueue status``'s verdict (``status.why``, ``phase``, ``mode``): one row per way a run can stand; the
+``RunStatus`` document (``-o json``) and the text rendered from it; a worker's Secret that holds no usable
+kubeconfig, said in one line."""
 
 from __future__ import annotations
 
+import base64
+import json
 from typing import Any
 
 import pytest
 
-from multikueue.commands.status import RunView, WorkerView, why
+from multikueue.commands.run_document import document, verdicts
+from multikueue.commands.run_text import explain_text
+from multikueue.commands.run_view import mode, phase
+from multikueue.commands.status import RunView, WorkerView, _kubeconfig_in, render, why
 from multikueue.kube.addresses import GroupVersionKind
 
 PR = GroupVersionKind("tekton.dev", "v1", "PipelineRun")
@@ -121,3 +128,138 @@ def view(wl: dict[str, Any] | None = None, *workers: WorkerView, obj: Any = RUN)
 )
 def test_why(case: RunView, expected: str) -> None:
     assert why(case) == expected
+
+
+def direct(**notes: str) -> dict[str, Any]:
+    keys = {"worker": "multikueue.x-k8s.io/worker", "phase": "multikueue.x-k8s.io/phase"}
+    return {**RUN, "metadata": {**RUN["metadata"], "annotations": {keys[k]: v for k, v in notes.items()}}}
+
+
+NO_FIT = "no worker fits; w1: rejected: not connected; w2: rejected: does not serve this kind"
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        (view(obj=None), (None, "NotFound", None)),
+        (view(), (None, "Unknown", None)),
+        (view(workload()), ("Kueue", "WaitingForQuota", None)),
+        (view(workload(RESERVED, nominatedClusterNames=["w1"]), WorkerView("w1")), ("Kueue", "WaitingForWorker", None)),
+        (view(workload(RESERVED, clusterName="w1"), WorkerView("w1")), ("Kueue", "Placed", "w1")),
+        (view(workload(RESERVED, cond("Evicted", reason="Preempted"))), ("Kueue", "Evicted", None)),
+        (view(workload(RESERVED, cond("Finished", reason="Succeeded"), clusterName="w1")), ("Kueue", "Finished", "w1")),
+        (view(workload(RESERVED, cond("Finished", reason="Failed"), clusterName="w1")), ("Kueue", "Failed", "w1")),
+        (RunView(PR, "ns", "r", obj=RUN, placement=cond("MultiKueuePlacement", "False", "NoWorkerFits", NO_FIT)),
+         ("Direct", "WaitingForWorker", None)),
+        (view(obj=direct(worker="w1", phase="Placed")), ("Direct", "Placed", "w1")),
+        (view(obj=direct(worker="w1", phase="Finished")), ("Direct", "Finished", "w1")),
+        (view(obj=direct(phase="Failed")), ("Direct", "Failed", None)),
+    ],
+)  # fmt: skip
+def test_mode_phase_and_worker(case: RunView, expected: tuple[str | None, str, str | None]) -> None:
+    found = document(case)
+    assert (mode(case), phase(case)) == expected[:2]
+    assert (found["mode"], found["phase"], found["worker"]) == expected
+
+
+def test_the_document_carries_each_workers_reason_and_its_kueues_own_and_the_text_is_rendered_from_it() -> None:
+    pending = cond("QuotaReserved", "False", "Pending", "insufficient unused quota for cpu")
+    event = {"involvedObject": {"kind": "PipelineRun", "name": "r"}, "type": "Normal", "reason": "WorkerPending",
+             "message": "w1 pending", "lastTimestamp": "2026-01-01T00:00:00Z"}  # fmt: skip
+    case = view(
+        workload(RESERVED, nominatedClusterNames=["w1", "w2"], admissionChecks=[{"name": "ac", "state": "Pending"}]),
+        WorkerView("w1", workload=workload(pending), events=[event]),
+        WorkerView("w2", unreadable="cannot read its MultiKueueCluster with your credentials (403 Forbidden)"),
+    )
+    found = json.loads(json.dumps(document(case)))  # plain JSON all the way down
+    assert (found["apiVersion"], found["kind"]) == ("multikueue.x-k8s.io/v1alpha1", "RunStatus")
+    assert found["run"] == {"apiVersion": "tekton.dev/v1", "kind": "PipelineRun", "namespace": "ns", "name": "r",
+                            "uid": "u"}  # fmt: skip
+    assert found["why"] == why(case)
+    w1, w2 = found["workers"]
+    assert (w1["name"], w1["reason"], w1["read"]) == ("w1", "insufficient unused quota for cpu", True)
+    assert w1["kueue"] == {"status": "False", "reason": "Pending", "message": "insufficient unused quota for cpu"}
+    assert w1["workload"] == {"name": "wl", "admitted": False}
+    assert w1["object"] is None
+    assert (w2["read"], w2["kueue"]) == (False, None)
+    assert w2["reason"] == w2["unreadable"] == "cannot read its MultiKueueCluster with your credentials (403 Forbidden)"
+    assert found["manager"]["workload"]["admissionChecks"] == [{"name": "ac", "state": "Pending", "message": ""}]
+    assert found["events"] == [{"time": "2026-01-01T00:00:00Z", "cluster": "w1", "kind": "PipelineRun", "name": "r",
+                                "type": "Normal", "reason": "WorkerPending", "message": "w1 pending"}]  # fmt: skip
+    text = render(case)
+    assert f"  why: {found['why']}" in text
+    assert "  worker w2: cannot read its MultiKueueCluster with your credentials (403 Forbidden)" in text
+    assert "    2026-01-01T00:00:00Z w1 PipelineRun/r Normal WorkerPending: w1 pending" in text
+
+
+def test_a_run_on_its_worker_is_said_there() -> None:
+    running = {"status": {"conditions": [cond("Succeeded", "Unknown", "Running")]}}
+    case = view(workload(RESERVED, clusterName="w1"), WorkerView("w1", workload=workload(RESERVED), copy=running))
+    [w1] = document(case)["workers"]
+    assert w1["reason"] == "admitted here, running: Succeeded=Unknown (Running)"
+    ended = view(workload(RESERVED, cond("Finished", reason="Succeeded"), clusterName="w1"), WorkerView("w1"))
+    assert document(ended)["workers"][0]["reason"] == "ran here; its copy is gone"
+    placed = RunView(PR, "ns", "r", obj=direct(worker="w1", phase="Placed"), workers=[WorkerView("w1")])
+    assert document(placed)["workers"][0]["reason"] == "placed here; its copy is not created here yet"
+    assert w1["object"] == {"conditions": [{"type": "Succeeded", "status": "Unknown", "reason": "Running",
+                                            "message": ""}]}  # fmt: skip
+
+
+def test_a_direct_mode_run_that_waits_gives_each_workers_verdict_in_the_document_and_in_explain() -> None:
+    record = {**cond("MultiKueuePlacement", "False", "NoWorkerFits", NO_FIT), "lastTransitionTime": "t0"}
+    case = RunView(PR, "ns", "r", obj=RUN, placement=record, avoided={"w3": "lost there"})
+    found = document(case)
+    assert found["why"] == f"waiting for a worker (direct mode): {NO_FIT}"
+    assert [(w["name"], w["reason"], w["read"], w["placement"]) for w in found["workers"]] == [
+        ("w1", "rejected: not connected", False, "rejected: not connected"),
+        ("w2", "rejected: does not serve this kind", False, "rejected: does not serve this kind"),
+        ("w3", "avoided: lost there", False, None),
+    ]
+    assert found["manager"]["placement"]["condition"] == {"status": "False", "reason": "NoWorkerFits",
+                                                          "message": NO_FIT, "lastTransitionTime": "t0"}  # fmt: skip
+    assert explain_text(found) == "\n".join([
+        "PipelineRun ns/r",
+        "  worker: (none)    phase: (not placed)",
+        "  avoided: w3: lost there",
+        "  MultiKueuePlacement: False NoWorkerFits (since t0)",
+        "    no worker fits",
+        "    w1: rejected: not connected",
+        "    w2: rejected: does not serve this kind",
+    ])  # fmt: skip
+    assert "  worker w1" not in render(case), "judged, not read: explain's to show"
+
+
+def test_explain_of_an_object_it_does_not_find_or_with_no_placement_record() -> None:
+    assert explain_text(document(view(obj=None))) == "PipelineRun ns/r not found"
+    assert explain_text(document(view(workload()))).endswith(
+        "  MultiKueuePlacement: not set (not a direct-mode object, or not looked at yet)"
+    )
+
+
+def test_only_worker_verdicts_are_read_from_a_placement_message() -> None:
+    message = "placed on w1; w1: fits (0 running, score 0.00); w2: rejected: full (2/2 running); trailing words"
+    assert verdicts(message) == {"w1": "fits (0 running, score 0.00)", "w2": "rejected: full (2/2 running)"}
+    assert verdicts("worker w1 is unreachable: the run is waited for") == {}
+
+
+def secret(text: str | None) -> dict[str, Any]:
+    return {"data": {} if text is None else {"kubeconfig": base64.b64encode(text.encode()).decode()}}
+
+
+@pytest.mark.parametrize(
+    ("data", "said"),
+    [
+        ("apiVersion: v1\nclusters:\n  - name: a\n    cluster: server: x\n",
+         "kubeconfig Secret ns/s key kubeconfig is not YAML: line 4, column 20: mapping values are not allowed here"),
+        (None, "its Secret ns/s has no key kubeconfig"),
+        ("just text",
+         "its Secret ns/s holds no usable kubeconfig: failed to parse kubeconfig(apiconfig): not a mapping"),
+    ],
+)  # fmt: skip
+def test_a_secret_without_a_usable_kubeconfig_is_one_line_on_its_worker(data: str | None, said: str) -> None:
+    worker = WorkerView("w1")
+    assert _kubeconfig_in(secret(data), "ns/s", worker) is None
+    assert worker.unreadable == said
+    worker = WorkerView("w1")
+    assert _kubeconfig_in({"data": {"kubeconfig": "not base64!"}}, "ns/s", worker) is None
+    assert worker.unreadable.startswith("its Secret ns/s key kubeconfig is not base64: ")

@@ -66,3 +66,25 @@ def test_quantities_are_read_as_kubernetes_writes_them() -> None:
     ]  # fmt: skip
     with pytest.raises(ValueError, match="not a quantity"):
         quantity_value("eight")
+
+
+def test_every_worker_failure_is_one_line_and_a_cluster_not_readable_is_said_on_its_line() -> None:
+    """A condition message another controller wrote over several lines (a parser's dump) is one line here."""
+    dump = 'load client config failed: while parsing a block mapping\n  in "<byte string>", line 1\n    ^'
+    broken = Fleet("worker1", "False", "BadKubeConfig", dump, unreadable="kubeconfig Secret ns/s key kubeconfig "
+                   "is not YAML: line 3, column 5: mapping values are not allowed here")  # fmt: skip
+    unlisted = Fleet("worker2", "Unknown", cluster_unreadable="MultiKueueClusters cannot be listed with your "
+                     "credentials (403 Forbidden)")  # fmt: skip
+    assert render([broken, unlisted]).splitlines() == [
+        'worker worker1: Active=False BadKubeConfig: load client config failed: while parsing a block mapping in '
+        '"<byte string>", line 1 ^',
+        "  credentials expire: not known (no expiry recorded)",
+        "  worker: kubeconfig Secret ns/s key kubeconfig is not YAML: line 3, column 5: mapping values are not "
+        "allowed here",
+        "worker worker2: Active=Unknown: MultiKueueClusters cannot be listed with your credentials (403 Forbidden)",
+        "  credentials expire: not known (no expiry recorded)",
+        "  ClusterQueues: none",
+    ]  # fmt: skip
+    document = as_json([unlisted])
+    assert (document["apiVersion"], document["kind"]) == ("multikueue.x-k8s.io/v1alpha1", "WorkerList")
+    assert document["items"][0]["cluster_unreadable"].startswith("MultiKueueClusters cannot be listed")
