@@ -85,6 +85,12 @@ class GeneratedCertificate:
         raise StartFailed(f"Secret {self.namespace}/{self.options.secret_name}: kept conflicting while writing the "
                           "webhook certificate")  # fmt: skip
 
+    @property
+    def watching(self) -> bool:
+        """The Secret (and the webhook configuration) listed and watched."""
+        informers = [i for i in (self._secret, self._configuration) if i is not None]
+        return bool(informers) and all(i.synced.is_set() for i in informers)
+
     async def _read_configuration(self) -> Object | None:
         """The webhook configuration; ``None`` if there is none (or it cannot be read)."""
         assert self.options.configuration_name

@@ -100,6 +100,11 @@ class WebhookServer:
         return self._generated is None or self._generated.ready
 
     @property
+    def watching(self) -> bool:
+        """What keeps the generated certificate current is watched (always, with ``certDir``)."""
+        return self._generated is None or self._generated.watching
+
+    @property
     def old_ca_kept(self) -> int:
         """How often an old CA's drop was put off because a replica still served its certificate."""
         return self._generated.old_ca_kept if self._generated is not None else 0

@@ -299,3 +299,59 @@ async def test_every_endpoint_of_the_webhooks_service_is_asked_which_certificate
         assert found == [first, second]
         silent = [("127.0.0.1", one.port), ("127.0.0.1", free_port())]
         assert await webhook_probe.certificates_at(silent) is None, "one silent endpoint: cannot tell"
+
+
+@pytest.mark.parametrize(
+    "verbs",
+    [("get", "update"), ("get", "list", "watch", "update")],
+    ids=["an earlier release's Role", "config/integration's Role"],
+)
+async def test_a_replica_that_may_not_watch_its_secret_says_so_and_the_shipped_role_lets_it_watch(
+    testbed: Any, namespace: str, manager_api: ApiClient, monkeypatch: pytest.MonkeyPatch, verbs: tuple[str, ...]
+) -> None:
+    """An identity that may read and write the Secret but not list or watch it: the certificate is served, and the
+    renewal it cannot follow is said, not only logged. With the shipped rule (list and watch by name) it watches."""
+    from multikueue.kube.client import api_client_from_kubeconfig
+    from multikueue_testbed.accounts import mint_service_account_kubeconfig
+
+    monkeypatch.setattr(generated_certificate, "RECHECK", 0.2)
+    monkeypatch.setattr(generated_certificate, "UNSYNCED_GRACE", 1.0)
+    rbac: Any = k8s_client.RbacAuthorizationV1Api(k8s(manager_api))
+    rules = [
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+        {"apiGroups": [""], "resources": ["secrets"], "resourceNames": [SECRET], "verbs": list(verbs)},
+    ]
+    await rbac.create_namespaced_role(namespace, raw_body({"metadata": {"name": "webhook-cert"}, "rules": rules}))
+    role_ref = {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": "webhook-cert"}
+    binding = {"metadata": {"name": "webhook-cert"}, "roleRef": role_ref,
+               "subjects": [{"kind": "ServiceAccount", "name": "replica", "namespace": namespace}]}  # fmt: skip
+    await rbac.create_namespaced_role_binding(namespace, raw_body(binding))
+    kubeconfig = await mint_service_account_kubeconfig(manager_api, testbed.cluster("manager"), namespace=namespace,
+                                                       name="replica")  # fmt: skip
+    told: list[tuple[str, str]] = []
+
+    async def warn(reason: str, message: str) -> None:  # what Process does with it: an Event on the ConfigMap
+        told.append((reason, message))
+
+    options = Webhook(host="127.0.0.1", port=0, hosts=HOSTS, configuration_name=None)
+    async with (
+        await api_client_from_kubeconfig(kubeconfig) as restricted,
+        serving_replica(restricted, namespace, options, warn=warn) as replica,
+    ):
+        assert replica.served is not None, "the certificate is had (get, create) and served"
+        if "watch" in verbs:
+            await eventually(lambda: _now(replica), until=lambda r: r.watching, what="the Secret watched by name")
+            assert told == []
+            return
+        said = await eventually(lambda: _told(told), until=lambda t: any(r == generated_certificate.NOT_WATCHED
+                                                                         for r, _ in t),
+                                timeout=30, what="the watch it may not make, said")  # fmt: skip
+        assert not replica.watching
+    message = next(m for r, m in said if r == generated_certificate.NOT_WATCHED)
+    assert f"Secret {namespace}/{SECRET}" in message
+    assert "forbidden" in message.lower()
+    assert "\n" not in message
+
+
+async def _told(told: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    return list(told)
