@@ -254,11 +254,20 @@ class Process:
             return None
         # Imported here: the webhook's certificates need cryptography (~10 MiB resident), which a dispatcher
         # serving no webhook never loads.
+        from multikueue.integration.generated_certificate import StartFailed
         from multikueue.integration.webhook import WebhookServer
 
-        self.webhook = WebhookServer(options, lambda: self.config.integrations, metrics=self.metrics, warn=self._warn)
-        await self.webhook.start(self.api, self.config.dispatcher.namespace)
-        return self.webhook
+        webhook = WebhookServer(options, lambda: self.config.integrations, metrics=self.metrics, warn=self._warn)
+        try:
+            await webhook.start(self.api, self.config.dispatcher.namespace)
+        except (StartFailed, FileNotFoundError, ValueError, OSError) as e:  # ssl.SSLError is an OSError
+            await webhook.stop()
+            raise StartupError(f"the admission webhook cannot serve: {e}") from None
+        except ApiError as e:
+            await webhook.stop()
+            raise StartupError(f"the admission webhook's certificate: {describe(e)}") from None
+        self.webhook = webhook
+        return webhook
 
     async def run_as_leader(self, election: LeaderElectionSettings) -> None:
         """Reconcile only while holding the Lease; return when it is lost (the process should then exit).

@@ -840,7 +840,7 @@ async def test_no_create_is_refused_while_the_webhook_ca_rotates_and_the_manifes
 ) -> None:
     """The webhook's generated Secret deleted: a replica writes a new CA whose bundle keeps the CA the caBundle trusts,
     the caBundle follows, and every replica serves the new certificate only once it is trusted; then config/integration
-    applied again, which leaves the controller's caBundle as it is. A stream of queued PipelineRun creates (5/s,
+    applied again, which leaves the controller's caBundle as it is. A stream of queued PipelineRun creates (10/s,
     bounded, at least 500) sees no refusal throughout, and every run created exists, held by the webhook. The queue
     named is one no LocalQueue serves: nothing is admitted or run."""
     runs = Objects(api["manager"], PIPELINERUNS)
@@ -870,7 +870,7 @@ async def test_no_create_is_refused_while_the_webhook_ca_rotates_and_the_manifes
             else:
                 assert made["spec"].get("status") == "PipelineRunPending", f"{name} not held by the webhook"
                 created.append(name)
-            await anyio.sleep(0.2)  # pacing: 5 creates a second
+            await anyio.sleep(0.1)  # pacing: about 10 creates a second
 
     async def answered() -> int:
         return len(created) + len(refused)
@@ -883,7 +883,7 @@ async def test_no_create_is_refused_while_the_webhook_ca_rotates_and_the_manifes
         logged = await _serving_changes(kind, api)
 
         async with anyio.create_task_group() as group:
-            group.start_soon(stream, 800)  # ~170 s at most
+            group.start_soon(stream, 800)  # ~90 s at most
             await eventually(answered, until=lambda n: n >= 10, what="creates flow")
 
             # (1) the Secret deleted: a new CA, whose bundle still carries the one the caBundle trusts

@@ -52,9 +52,9 @@ class Verdict:
 def judge(configuration: Object, material: Material) -> Verdict:
     """Whether the configuration carries the Secret's bundle, and whether to write it."""
     wanted = base64.b64encode(bundle_pem(material)).decode()
-    webhooks = configuration.get("webhooks") or []
-    in_sync = bool(webhooks) and all((w.get("clientConfig") or {}).get("caBundle") == wanted for w in webhooks)
-    return Verdict(in_sync, not in_sync and bool(webhooks) and stamp_of(configuration) <= material.stamp)
+    webhooks = configuration.get("webhooks") or []  # none: nothing to keep, nothing out of sync
+    in_sync = all((w.get("clientConfig") or {}).get("caBundle") == wanted for w in webhooks)
+    return Verdict(in_sync, not in_sync and stamp_of(configuration) <= material.stamp)
 
 
 def wanted_bundle(material: Material) -> str:

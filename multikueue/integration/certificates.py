@@ -172,7 +172,7 @@ def next_step(material: Material | None, hosts: tuple[str, ...], now: datetime.d
     if signer.not_valid_after_utc - now < RENEW_CA_BEFORE:
         return NewCA(f"the CA expires {signer.not_valid_after_utc:%Y-%m-%d}")
     leaf = material.leaf
-    if missing := [h for h in hosts if h not in material.hosts]:
+    if missing := [h for h in hosts if canonical(h) not in {canonical(n) for n in material.hosts}]:
         # Added beside the names it has (render): two replicas wanting different hosts during a rollout are both
         # served by one certificate, instead of each rewriting it for its own; a name no longer wanted goes at the
         # next renewal.
@@ -209,6 +209,26 @@ def _trusted_since(trusted: dict[x509.Certificate, float], leaf: x509.Certificat
     return None if ca is None else trusted[ca]
 
 
+def canonical(host: str) -> str:
+    """A host as a certificate names it: an IP address in its one written form (``::1``, not ``0:0:...:1``), a DNS
+    name in lower case."""
+    try:
+        return str(ipaddress.ip_address(host))
+    except ValueError:
+        return host.lower()
+
+
+def _union(names: tuple[str, ...], hosts: tuple[str, ...]) -> tuple[str, ...]:
+    """``names`` then each of ``hosts`` it lacks, once each, compared as a certificate compares them."""
+    seen: set[str] = set()
+    found = []
+    for host in (*names, *hosts):
+        if canonical(host) not in seen:
+            seen.add(canonical(host))
+            found.append(host)
+    return tuple(found)
+
+
 def _is_ip(host: str) -> bool:
     try:
         ipaddress.ip_address(host)
@@ -229,8 +249,7 @@ def render(step: Fresh | NewCA | NewLeaf | Drop, material: Material | None, host
     made anew by a replica whose clock is behind the last writer's would otherwise never be written to the caBundle.
     """
     stamp = max((material.stamp if material else 0) + 1, configured_stamp + 1, int(now.timestamp() * 1000))
-    if material is not None and (isinstance(step, Drop) or (isinstance(step, NewLeaf) and step.keep_names)):
-        hosts = (*material.hosts, *(h for h in hosts if h not in material.hosts))
+    hosts = _hosts_after(step, material, hosts)
     if material is not None and isinstance(step, Drop):
         bundle = tuple(ca for ca in material.bundle if ca not in step.cas)
         return _data(bundle, material.ca_key_pem, material.leaf_pem, material.key_pem), _annotations(hosts, stamp)
@@ -244,6 +263,17 @@ def render(step: Fresh | NewCA | NewLeaf | Drop, material: Material | None, host
     bundle = (*(c for c in kept if c.not_valid_after_utc > now), x509.load_pem_x509_certificate(ca.cert_pem))
     pair = _issue(ca, hosts, now)
     return _data(bundle, ca.key_pem, pair.cert_pem, pair.key_pem), _annotations(hosts, stamp)
+
+
+def _hosts_after(step: Fresh | NewCA | NewLeaf | Drop, material: Material | None, hosts: tuple[str, ...]
+                 ) -> tuple[str, ...]:  # fmt: skip
+    """The names the Secret's certificate has after ``step``: the configured hosts (each once, however written), or,
+    where the certificate's names are kept, those and any host they lack, in the configured order when that is all."""
+    wanted = _union((), hosts)
+    if material is None or not (isinstance(step, Drop) or (isinstance(step, NewLeaf) and step.keep_names)):
+        return wanted
+    kept = _union(material.hosts, wanted)
+    return wanted if {canonical(h) for h in kept} == {canonical(h) for h in wanted} else kept
 
 
 def _issue(ca: CertificateAuthority, hosts: tuple[str, ...], now: datetime.datetime) -> KeyPair:
@@ -260,7 +290,9 @@ def _data(bundle: tuple[x509.Certificate, ...], ca_key: bytes | None, leaf: byte
 
 
 def _annotations(hosts: tuple[str, ...], stamp: int) -> dict[str, str]:
-    return {HOSTS_ANNOTATION: ",".join(hosts), BUNDLE_STAMP_ANNOTATION: str(stamp)}  # hosts: for an operator
+    # hosts: for an operator to read, and what an earlier release compares (in the configured order) before using
+    # the Secret, so that a rollback to it keeps this certificate rather than making a CA of its own.
+    return {HOSTS_ANNOTATION: ",".join(hosts), BUNDLE_STAMP_ANNOTATION: str(stamp)}
 
 
 def bundle_pem(material: Material) -> bytes:

@@ -23,7 +23,7 @@ from multikueue.config import Webhook
 from multikueue.integration import ca_bundle, certificates, webhook_probe
 from multikueue.kube import core
 from multikueue.kube.client import ApiClient
-from multikueue.kube.errors import ApiError, Conflict, KubeError, NotFound, describe
+from multikueue.kube.errors import TRANSIENT, ApiError, Busy, Conflict, KubeError, NotFound, describe
 from multikueue.pki import KeyPair
 from multikueue.runtime.informer import Informer
 from multikueue.tls import ServingCertificate
@@ -33,9 +33,14 @@ Object = dict[str, Any]
 Warn = Callable[[str, str], Awaitable[None]]
 RECHECK = 5.0  # seconds between looks without news: a CA settling in the caBundle, a certificate coming due
 PROBE_INTERVAL = 30.0  # seconds between asking every replica what it serves, while an old CA waits to go
+CLEAN_ROUNDS = 3  # rounds in a row in which no replica serves an old CA's certificate before that CA goes
+START_ATTEMPTS = 6
 UNSYNCED_GRACE = 30.0  # seconds a watch may take to list before it counts as failing (RBAC, an old Role)
 NOT_WRITTEN, BUNDLE_NOT_WRITTEN = "WebhookCertificateNotWritten", "WebhookCABundleNotWritten"
 UNUSABLE, NOT_WATCHED = "WebhookCertificateUnusable", "WebhookCertificateNotWatched"
+
+
+_AGAIN: tuple[type[KubeError], ...] = (Conflict, Busy, *TRANSIENT)
 
 
 class StartFailed(Exception):
@@ -59,31 +64,37 @@ class GeneratedCertificate:
         self._trusted: dict[x509.Certificate, float] = {}  # each CA of the caBundle, and when first seen there
         self._told: dict[str, str] = {}  # each problem's reason, with what was last said of it
         self._next_probe = 0.0
+        self._clean_rounds = 0
         self.old_ca_kept = 0  # drops put off because a replica still served an old CA's certificate (or was silent)
         self._wake = anyio.Event()
 
     async def start(self) -> ServingCertificate:
         """The Secret's certificate, made first if it is missing or due (another replica may write it meanwhile)."""
-        for _ in range(5):
+        for attempt in range(START_ATTEMPTS):
             try:
-                secret: Object | None = await core.read_secret(self.api, self.namespace, self.options.secret_name)
-            except NotFound:
-                secret = None
-            ours = bool(self.options.configuration_name)
-            configuration = await self._read_configuration() if ours else None
-            material = certificates.read(secret)
-            configured = ca_bundle.configured_cas(configuration) if ours else None
-            step = certificates.next_step(material, self.options.hosts, _now(), configured)
-            if material is not None and isinstance(step, certificates.Keep | certificates.Drop):
-                return self._serve(material)
-            try:
-                written = await self._write_secret(secret, step, material, configuration)
-            except Conflict:
-                continue  # another replica wrote it first: read theirs
-            if (material := certificates.read(written)) is not None:
-                return self._serve(material)
-        raise StartFailed(f"Secret {self.namespace}/{self.options.secret_name}: kept conflicting while writing the "
-                          "webhook certificate")  # fmt: skip
+                return await self._start_once()
+            except _AGAIN as e:  # another replica wrote first, or no answer: read again
+                log.info("webhook certificate not had yet; trying again", error=describe(e), attempt=attempt + 1)
+                await anyio.sleep(min(2.0**attempt, 5.0) if not isinstance(e, Conflict) else 0)
+        raise StartFailed(f"Secret {self.namespace}/{self.options.secret_name}: the webhook certificate could not be "
+                          f"had in {START_ATTEMPTS} attempts")  # fmt: skip
+
+    async def _start_once(self) -> ServingCertificate:
+        try:
+            secret: Object | None = await core.read_secret(self.api, self.namespace, self.options.secret_name)
+        except NotFound:
+            secret = None
+        ours = bool(self.options.configuration_name)
+        configuration = await self._read_configuration() if ours else None
+        material = certificates.read(secret)
+        configured = ca_bundle.configured_cas(configuration) if ours else None
+        step = certificates.next_step(material, self.options.hosts, _now(), configured)
+        if material is not None and isinstance(step, certificates.Keep | certificates.Drop):
+            return self._serve(material)
+        written = certificates.read(await self._write_secret(secret, step, material, configuration))
+        if written is None:
+            raise StartFailed(f"Secret {self.namespace}/{self.options.secret_name}: what was written does not read")
+        return self._serve(written)
 
     @property
     def watching(self) -> bool:
@@ -92,11 +103,12 @@ class GeneratedCertificate:
         return bool(informers) and all(i.synced.is_set() for i in informers)
 
     async def _read_configuration(self) -> Object | None:
-        """The webhook configuration; ``None`` if there is none (or it cannot be read)."""
+        """The webhook configuration; ``None`` if there is none. Any other failure raises: a Secret made anew
+        without the CAs the caBundle trusts would have every running replica refused."""
         assert self.options.configuration_name
         try:
             return await core.read_webhook_configuration(self.api, self.options.configuration_name)
-        except ApiError:
+        except NotFound:
             return None
 
     async def keep(self) -> None:
@@ -174,10 +186,13 @@ class GeneratedCertificate:
         self._next_probe = time.monotonic() + PROBE_INTERVAL
         found = await webhook_probe.served(self.api, configuration)
         old = [leaf for leaf in found or [] if certificates.issuer_in(step.cas, leaf) is not None]
+        # Several clean rounds in a row: a URL's balancer (or an endpoint list being rebuilt) may miss a replica once.
+        self._clean_rounds = 0 if found is None or old else self._clean_rounds + 1
         if found is None or old:
-            self.old_ca_kept += 1
             log.info("an old webhook CA stays in the caBundle: a replica still serves its certificate (or one did not "
                      "answer)", replicas=len(found or []), old=len(old))  # fmt: skip
+        if self._clean_rounds < CLEAN_ROUNDS:
+            self.old_ca_kept += 1
             return False
         return True
 

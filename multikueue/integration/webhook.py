@@ -151,10 +151,13 @@ class WebhookServer:
         """Keep the certificate (and the caBundle) current, for as long as the webhook serves."""
         if self._generated is not None:
             await self._generated.keep()
+        loads = self._files.loads if self._files is not None else 0
         while self._files is not None:  # the handshakes look too; this also reloads a webhook nobody calls
             await anyio.sleep(RECHECK)
-            if self._files.look():
-                with contextlib.suppress(OSError, ValueError):  # the gauge says what was loaded, not what is on disk
+            self._files.look()
+            if self._files.loads != loads:  # loaded here or by a handshake: the gauge says what is served now
+                loads = self._files.loads
+                with contextlib.suppress(OSError, ValueError):
                     self._expiry(x509.load_pem_x509_certificate(self._files.cert.read_bytes()))
 
     def _expiry(self, leaf: x509.Certificate) -> None:

@@ -31,7 +31,8 @@ async def served(api: ApiClient, configuration: Object) -> list[x509.Certificate
         found = await addresses(api, configuration)
     except KubeError:
         return None
-    return await certificates_at(found)
+    # No endpoint at all tells nothing: a Service deleted and made again (a GitOps prune) has none for a moment.
+    return await certificates_at(found) if found else None
 
 
 async def addresses(api: ApiClient, configuration: Object) -> list[tuple[str, int]]:

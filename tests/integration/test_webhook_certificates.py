@@ -198,6 +198,11 @@ async def _gauge(metrics: Metrics, configuration: str) -> float | None:
     return value
 
 
+async def _expiry(metrics: Metrics) -> float | None:
+    name = "multikueue_webhook_certificate_expiry_timestamp_seconds"
+    return metrics.registry.get_sample_value(name, {"source": "certDir"})
+
+
 def _write_pair(directory: Path, ca: CertificateAuthority, validity: datetime.timedelta) -> x509.Certificate:
     """As the kubelet updates a Secret volume: the new files appear at once (a rename), never half-written."""
     pair = ca.issue("127.0.0.1", ip_addresses=HOSTS, server=True, validity=validity)
@@ -222,14 +227,15 @@ async def test_a_renewed_cert_dir_is_served_before_the_old_certificate_expires(
 ) -> None:
     from multikueue import tls
 
-    monkeypatch.setattr(tls, "CHECK_INTERVAL", 0.5)
-    monkeypatch.setattr(webhook, "RECHECK", 0.5)
-    monkeypatch.setattr(generated_certificate, "RECHECK", 0.5)
+    # Every handshake looks at the files; the keeper only every 3 s: the renewal is loaded by a handshake first.
+    monkeypatch.setattr(tls, "CHECK_INTERVAL", 0.0)
+    monkeypatch.setattr(webhook, "RECHECK", 3.0)
     ca = CertificateAuthority("cert-manager-like-ca")
     first = _write_pair(tmp_path, ca, datetime.timedelta(seconds=20))  # expires during the stream
     name = f"multikueue-{namespace}"
     options = Webhook(host="127.0.0.1", port=0, cert_dir=str(tmp_path), configuration_name=None)
-    async with serving_replica(manager_api, namespace, options) as replica:
+    metrics = Metrics()
+    async with serving_replica(manager_api, namespace, options, metrics) as replica:
         assert replica.port is not None
         url = f"https://127.0.0.1:{replica.port}/mutate"
         async with (
@@ -240,6 +246,9 @@ async def test_a_renewed_cert_dir_is_served_before_the_old_certificate_expires(
             second = _write_pair(tmp_path, ca, datetime.timedelta(days=90))  # cert-manager renews it
             await eventually(lambda: _served_certificate(replica.port or 0, ca.cert_pem),
                              until=lambda c: c == second, what="the renewed certificate served")  # fmt: skip
+            # Loaded by that handshake, before the keeper looked: the gauge still follows what is served.
+            await eventually(lambda: _expiry(metrics), until=lambda t: t == second.not_valid_after_utc.timestamp(),
+                             what="the expiry gauge of the renewed certificate")  # fmt: skip
             # Past the first certificate's end: creates still pass (the API servers reuse no old connection
             # for this: a TLS session is checked when it is made, and the renewed one is what new ones get).
             expiry = first.not_valid_after_utc
@@ -277,6 +286,10 @@ async def test_every_endpoint_of_the_webhooks_service_is_asked_which_certificate
         "service": {"name": "multikueue-webhook", "namespace": namespace, "path": "/mutate"}}}]}  # fmt: skip
     assert sorted(await webhook_probe.addresses(manager_api, configuration)) == [("192.0.2.10", 9443),
                                                                                  ("192.0.2.11", 9443)]  # fmt: skip
+    empty = {"webhooks": [{"name": "hold", "clientConfig": {"service": {"name": "none", "namespace": namespace}}}]}
+    await core.create_namespaced_service(namespace, raw_body({"metadata": {"name": "none"},
+                                                              "spec": {"ports": [{"port": 443}]}}))  # fmt: skip
+    assert await webhook_probe.served(manager_api, empty) is None, "no endpoint at all tells nothing"
     url = {"webhooks": [{"name": "hold", "clientConfig": {"url": "https://127.0.0.1:8443/mutate"}}]}
     assert await webhook_probe.addresses(manager_api, url) == [("127.0.0.1", 8443)] * webhook_probe.PROBES_PER_URL
 

@@ -5,6 +5,7 @@ creates that counts every refusal."""
 from __future__ import annotations
 
 import base64
+import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -55,6 +56,8 @@ async def streaming(api: ApiClient, namespace: str) -> AsyncIterator[Stream]:
         await eventually(lambda: answered(stream), until=lambda n: n >= 5, what="creates flow")
         yield stream
         tg.cancel_scope.cancel()
+    sys.stderr.write(f"\n[webhook] {stream.answered + len(stream.refused)} creates answered, {len(stream.refused)} "
+                     "refused\n")  # fmt: skip
 
 
 async def answered(stream: Stream) -> int:

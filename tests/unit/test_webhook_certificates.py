@@ -192,3 +192,25 @@ def test_the_ca_bundle_is_written_only_from_a_view_not_older_than_the_one_writte
     assert ca_bundle.configured_cas(configuration(wanted, 1)) == fresh.bundle
     assert ca_bundle.configured_cas(configuration(base64.b64encode(b"junk").decode(), 1)) == ()
     assert isinstance(x509.load_pem_x509_certificates(base64.b64decode(wanted))[0], x509.Certificate)
+
+
+def test_a_host_written_in_another_form_is_the_same_host() -> None:
+    """An IPv6 address in its long form, a DNS name in capitals: the certificate names them once, and no pass finds
+    them missing (each would add the name again, for ever)."""
+    hosts = ("Multikueue-Webhook.multikueue-system.svc", "0:0:0:0:0:0:0:1", "2001:DB8::1")
+    made = _made(Fresh(()), hosts=hosts)
+    assert next_step(made, hosts, NOW, made.bundle) == Keep()
+    renamed = _made(NewLeaf("test", keep_names=True), made, hosts=(*hosts, "::1", "extra.svc"))
+    assert len(renamed.hosts) == 4, renamed.hosts
+
+
+def test_the_hosts_annotation_keeps_the_configured_order_when_the_certificate_names_just_those(fresh: Material) -> None:
+    """What an earlier release compares before using the Secret: a rollback to it keeps this certificate."""
+    hosts = ("10.0.0.5", "multikueue-webhook.multikueue-system.svc")
+    made = _made(Fresh(()), hosts=hosts)
+    _, annotations = render(Drop(()), made, hosts, NOW)
+    assert annotations[certificates.HOSTS_ANNOTATION] == "10.0.0.5,multikueue-webhook.multikueue-system.svc"
+
+
+def test_a_configuration_without_webhooks_is_in_sync(fresh: Material) -> None:
+    assert ca_bundle.judge({"metadata": {"name": "c"}, "webhooks": []}, fresh) == ca_bundle.Verdict(True, False)
