@@ -5,12 +5,11 @@ library (kubernetes_asyncio imports ~860 modules, a third of this controller's r
 Every request has a timeout (a hung worker must not stall a reconcile), passes the cluster's rate limiter, is
 counted, and fails as a ``kube.errors.KubeError``: the typed error its code means, or ``Unreachable``,
 ``StreamBroken``, ``CredentialsUnavailable``; an aiohttp or socket error never leaves this module
-(``kube.failures`` translates them).
+(``kube.failures`` translates them). JSON goes through orjson (``encode``, ``decode``).
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Callable, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -19,6 +18,7 @@ from types import TracebackType
 from typing import Any, Protocol
 
 import aiohttp
+import orjson
 from aiolimiter import AsyncLimiter
 
 from multikueue import __version__
@@ -56,6 +56,22 @@ Timeout = float | Timeouts
 """Seconds in total, or ``Timeouts``."""
 
 Query = Mapping[str, str | int | bool | None]
+
+
+def encode(body: Any) -> bytes:
+    """A request body as compact JSON, as ``json.dumps(body, separators=(",", ":"))`` writes it but in UTF-8 rather
+    than ``\\u`` escapes (both what the API server reads), in about a tenth of its time (bench/results/profiles/).
+    Keys that are not strings are written as ``json`` writes them; what cannot be written raises a ``TypeError``, as
+    with ``json``."""
+    return orjson.dumps(body, option=orjson.OPT_NON_STR_KEYS)
+
+
+def decode(data: bytes) -> Any:
+    """A JSON document as ``json.loads`` gives it, in about half its time; what is not JSON raises a ``ValueError``
+    (``orjson.JSONDecodeError`` is ``json.JSONDecodeError``). It differs from ``json.loads`` only on input a
+    kube-apiserver never sends: integers beyond 64 bits (a ``float`` here; the server's own are int64 or float64),
+    ``NaN``/``Infinity``, lone surrogate escapes, a byte-order mark, UTF-16 or UTF-32 (refused)."""
+    return orjson.loads(data)
 
 
 def _client_timeout(timeout: Timeout) -> aiohttp.ClientTimeout:
@@ -164,7 +180,7 @@ class ApiClient:
             headers.append(("Authorization", authorization))
         data = None
         if body is not None:
-            data = json.dumps(body, separators=(",", ":")).encode()
+            data = encode(body)
             headers.append(("Content-Type", content_type))
         try:
             response = await self._request(method, path, query, data, headers, timeout)
@@ -225,7 +241,7 @@ class ApiClient:
         """The decoded JSON answer (``None`` when it is empty)."""
         answer = await self._answer(method, path, query, body, content_type, timeout)
         try:
-            return json.loads(answer) if answer else None
+            return decode(answer) if answer else None
         except ValueError as e:
             raise broken(e, self.host) from e
 

@@ -6,7 +6,7 @@ import json
 from collections.abc import AsyncIterator
 from typing import Any
 
-from multikueue.kube.client import ApiClient, Query, Timeouts
+from multikueue.kube.client import ApiClient, Query, Timeouts, decode
 from multikueue.kube.errors import StreamBroken, refused
 from multikueue.kube.failures import broken, where
 
@@ -43,7 +43,7 @@ class ApiListSource:
                 if not line.strip():
                     continue
                 try:
-                    event = json.loads(line)
+                    event = decode(line)
                 except ValueError as e:
                     raise broken(e, self.api.host) from e
                 if not isinstance(event, dict) or "type" not in event or "object" not in event:
