@@ -51,7 +51,7 @@ class Verdict:
 
 def judge(configuration: Object, material: Material) -> Verdict:
     """Whether the configuration carries the Secret's bundle, and whether to write it."""
-    wanted = base64.b64encode(bundle_pem(material)).decode()
+    wanted = wanted_bundle(material)
     webhooks = configuration.get("webhooks") or []  # none: nothing to keep, nothing out of sync
     in_sync = all((w.get("clientConfig") or {}).get("caBundle") == wanted for w in webhooks)
     return Verdict(in_sync, not in_sync and stamp_of(configuration) <= material.stamp)

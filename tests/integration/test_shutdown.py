@@ -4,7 +4,6 @@ the endpoint is leaving the Service are answered, not refused."""
 
 from __future__ import annotations
 
-import base64
 import subprocess
 import time
 import uuid
@@ -13,26 +12,15 @@ from pathlib import Path
 import aiohttp
 import anyio
 import pytest
-from kubernetes_asyncio import client as k8s_client
 
 from multikueue.kube.client import ApiClient
 from multikueue_testbed import TestBed, scrape
-from multikueue_testbed.client import k8s
 from multikueue_testbed.testbed import free_port
 from multikueue_testbed.waiting import eventually
 from tests.integration.controller import run_argv
+from tests.integration.webhooks import generated_ca, lease_holder
 
 DELAY = 4.0  # --shutdown-delay: long enough to probe many times, short for the suite
-
-
-async def _holder(api: ApiClient, namespace: str) -> str | None:
-    lease = await k8s_client.CoordinationV1Api(k8s(api)).read_namespaced_lease("multikueue-dispatcher", namespace)
-    return lease.spec.holder_identity if lease.spec else None
-
-
-async def _ca(api: ApiClient, namespace: str) -> bytes:
-    secret = await k8s_client.CoreV1Api(k8s(api)).read_namespaced_secret("multikueue-webhook-cert", namespace)
-    return base64.b64decode(secret.data["ca.crt"])
 
 
 async def _mutate(port: int, ca_pem: bytes) -> tuple[int, str]:
@@ -65,16 +53,16 @@ async def test_after_sigterm_the_webhook_answers_through_the_delay_then_the_proc
     with (tmp_path / "replica.log").open("w") as log:
         process = await anyio.open_process(argv, stdout=log, stderr=subprocess.STDOUT)
         try:
-            await eventually(lambda: _holder(manager_api, namespace), until=lambda h: h == "a", what="a leads")
+            await eventually(lambda: lease_holder(manager_api, namespace), until=lambda h: h == "a", what="a leads")
             await eventually(lambda: scrape.get(readyz), until=lambda r: r[0] == 200, what="ready")
-            ca_pem = await _ca(manager_api, namespace)
+            ca_pem = await generated_ca(manager_api, namespace)
             assert (await _mutate(webhook, ca_pem))[0] == 200
 
             process.terminate()
             signalled = time.monotonic()
             await eventually(lambda: scrape.get(readyz), until=lambda r: r == (503, "not ready: shutting down"),
                              timeout=2, what="unready at once")  # fmt: skip
-            await eventually(lambda: _holder(manager_api, namespace), until=lambda h: h == "", timeout=3,
+            await eventually(lambda: lease_holder(manager_api, namespace), until=lambda h: h == "", timeout=3,
                              what="the Lease given up, not left to expire (15 s)")  # fmt: skip
             answered = 0
             while time.monotonic() - signalled < DELAY - 1:  # bounded by the delay; every call must be answered

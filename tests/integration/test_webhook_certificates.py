@@ -35,6 +35,7 @@ from tests.integration.webhooks import (
     answered,
     configuration,
     configured_cas,
+    events_about,
     secret_cas,
     serving_replica,
     streaming,
@@ -123,11 +124,6 @@ async def _serving(replica: WebhookServer, ca: x509.Certificate) -> None:
     await eventually(lambda: _now(replica), until=_issued_by(ca), timeout=30, what="the new CA's certificate served")
 
 
-async def _events(api: ApiClient, namespace: str, name: str) -> list[Any]:
-    listed = await k8s_client.CoreV1Api(k8s(api)).list_namespaced_event(namespace)
-    return [e for e in listed.items if e.involved_object.name == name]
-
-
 async def test_the_ca_bundle_survives_a_re_applied_and_a_replaced_configuration_and_a_missing_one_is_said(
     testbed: Any, namespace: str, manager_api: ApiClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -180,7 +176,7 @@ async def test_the_ca_bundle_survives_a_re_applied_and_a_replaced_configuration_
             # Gone: said on the configuration's ConfigMap and in the gauge (the alert's), not only logged.
             await admission.delete_mutating_webhook_configuration(name)
             await eventually(lambda: _gauge(metrics, name), until=lambda v: v == 0.0, what="out of sync")
-            found = await eventually(lambda: _events(manager_api, namespace, "config"),
+            found = await eventually(lambda: events_about(manager_api, namespace, "config"),
                                      until=lambda es: any(e.reason == "WebhookCABundleNotWritten" for e in es),
                                      what="a Warning Event on the ConfigMap")  # fmt: skip
             event = next(e for e in found if e.reason == "WebhookCABundleNotWritten")

@@ -33,6 +33,7 @@ from multikueue_testbed.dispatcher import run_argv as dispatcher_argv
 from multikueue_testbed.testbed import free_port
 from multikueue_testbed.waiting import eventually
 from tests.integration.controller import run_argv
+from tests.integration.webhooks import events_about, generated_ca, lease_holder
 
 DELAY = 4.0  # --shutdown-delay: long enough to probe many times, short for the suite
 RETRY, RENEW = 1.0, 3.0  # --retry-period, --renew-deadline: a lost Lease is noticed within RETRY + RENEW seconds
@@ -55,16 +56,6 @@ class Answer:
     status: int
     connection: str  # the Connection header: "close" while draining
     patch: list[Any] | None  # the JSON patch answered, if any
-
-
-async def _holder(api: ApiClient, namespace: str) -> str | None:
-    lease = await k8s_client.CoordinationV1Api(k8s(api)).read_namespaced_lease(LEASE, namespace)
-    return lease.spec.holder_identity if lease.spec else None
-
-
-async def _ca(api: ApiClient, namespace: str) -> bytes:
-    secret = await k8s_client.CoreV1Api(k8s(api)).read_namespaced_secret("multikueue-webhook-cert", namespace)
-    return base64.b64decode(secret.data["ca.crt"])
 
 
 async def _mutate(port: int, ca_pem: bytes, kind: dict[str, str] = PIPELINERUN, obj: dict[str, Any] | None = None
@@ -132,9 +123,9 @@ async def test_a_leader_that_loses_its_lease_drains_its_webhook_before_it_exits(
     readyz = f"http://127.0.0.1:{health}/readyz"
     log = tmp_path / "replica.log"
     async with _replica(argv, log) as process:
-        await eventually(lambda: _holder(manager_api, namespace), until=lambda h: h == "a", what="a leads")
+        await eventually(lambda: lease_holder(manager_api, namespace), until=lambda h: h == "a", what="a leads")
         await eventually(lambda: scrape.get(readyz), until=lambda r: r[0] == 200, what="ready")
-        ca_pem = await _ca(manager_api, namespace)
+        ca_pem = await generated_ca(manager_api, namespace)
         before = await _mutate(webhook, ca_pem)
         assert (before.status, before.connection) == (200, ""), "answered, the connection kept while leading"
 
@@ -156,7 +147,7 @@ async def test_a_leader_that_loses_its_lease_drains_its_webhook_before_it_exits(
             assert await process.wait() == 1, "a lost Lease exits 1"
         with pytest.raises(aiohttp.ClientConnectionError):
             await _mutate(webhook, ca_pem)
-        assert await _holder(manager_api, namespace) == "intruder", "the Lease left to its new holder"
+        assert await lease_holder(manager_api, namespace) == "intruder", "the Lease left to its new holder"
     assert "leader lease lost; exiting" in log.read_text()
 
 
@@ -169,11 +160,6 @@ def _configuration(namespace: str, *adapters: dict[str, Any], hosts: tuple[str, 
     dispatcher = {"namespace": namespace, "adapters": list(adapters), "webhook": webhook}
     text = yaml.safe_dump({"multiKueue": {"externalFrameworks": frameworks}, "dispatcher": dispatcher})
     return {"controller_manager_config.yaml": text}
-
-
-async def _events(api: ApiClient, namespace: str, name: str) -> list[Any]:
-    listed = await k8s_client.CoreV1Api(k8s(api)).list_namespaced_event(namespace)
-    return [e for e in listed.items if e.involved_object.name == name]
 
 
 async def _webhook_port(log: Path) -> int:
@@ -219,7 +205,7 @@ async def test_a_standby_webhook_serves_a_kind_added_to_the_configmap(
         _replica(argv("a"), tmp_path / "a.log") as a,
         _replica(argv("b"), tmp_path / "b.log") as b,
     ):
-        leader = await eventually(lambda: _holder(manager_api, namespace), until=lambda h: h in ("a", "b"),
+        leader = await eventually(lambda: lease_holder(manager_api, namespace), until=lambda h: h in ("a", "b"),
                                   timeout=60, what="a leader")  # fmt: skip
         assert leader is not None
         standby = "b" if leader == "a" else "a"
@@ -227,7 +213,7 @@ async def test_a_standby_webhook_serves_a_kind_added_to_the_configmap(
             readyz = functools.partial(scrape.get, f"http://127.0.0.1:{port}/readyz")
             await eventually(readyz, until=lambda r: r[0] == 200, timeout=60, what=f"{identity} ready")
         webhook = await _webhook_port(tmp_path / f"{standby}.log")
-        ca_pem = await _ca(manager_api, namespace)
+        ca_pem = await generated_ca(manager_api, namespace)
         assert (await _mutate(webhook, ca_pem, WIDGET, widget)).patch is None, "not configured yet: let through"
 
         await core.patch_namespaced_config_map(
@@ -244,11 +230,11 @@ async def test_a_standby_webhook_serves_a_kind_added_to_the_configmap(
         # The webhook's own options are the process's: a change is said to need a restart, not silently kept.
         changed = _configuration(namespace, hosts=("127.0.0.1", "multikueue-webhook.elsewhere.svc"))
         await core.patch_namespaced_config_map("multikueue-config", namespace, {"data": changed})
-        said = await eventually(lambda: _events(manager_api, namespace, "multikueue-config"),
+        said = await eventually(lambda: events_about(manager_api, namespace, "multikueue-config"),
                                 until=lambda es: any(e.reason == "WebhookRestartNeeded" for e in es), timeout=30,
                                 what="a Warning Event: the webhook's options need a restart")  # fmt: skip
         assert all(e.type == "Warning" for e in said if e.reason == "WebhookRestartNeeded")
 
-        assert await _holder(manager_api, namespace) == leader, "the standby answered as a standby throughout"
+        assert await lease_holder(manager_api, namespace) == leader, "the standby answered as a standby throughout"
         assert a.returncode is None, "a replica that lost the Lease would have exited"
         assert b.returncode is None, "a replica that lost the Lease would have exited"

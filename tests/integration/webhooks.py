@@ -113,3 +113,19 @@ async def serving_replica(api: ApiClient, namespace: str, options: Webhook, metr
             tg.cancel_scope.cancel()
     finally:
         await server.stop()
+
+
+async def lease_holder(api: ApiClient, namespace: str, name: str = "multikueue-dispatcher") -> str | None:
+    lease = await k8s_client.CoordinationV1Api(k8s(api)).read_namespaced_lease(name, namespace)
+    return lease.spec.holder_identity if lease.spec else None
+
+
+async def generated_ca(api: ApiClient, namespace: str) -> bytes:
+    """The generated Secret's CA bundle, as a caller of the webhook trusts it."""
+    secret = await k8s_client.CoreV1Api(k8s(api)).read_namespaced_secret(SECRET, namespace)
+    return base64.b64decode(secret.data["ca.crt"])
+
+
+async def events_about(api: ApiClient, namespace: str, name: str) -> list[Any]:
+    listed = await k8s_client.CoreV1Api(k8s(api)).list_namespaced_event(namespace)
+    return [e for e in listed.items if e.involved_object.name == name]
