@@ -65,3 +65,11 @@ def test_what_cannot_be_written_fails_as_a_type_error_as_with_json() -> None:
             json.dumps(body)
         with pytest.raises(TypeError):
             encode(body)
+
+
+def test_whatever_is_read_can_be_written_back_however_deep() -> None:
+    """orjson writes at most 255 levels; a schemaless field nested deeper (read by ``decode``, up to 1024) is
+    written by ``json`` instead: a copy or a mirrored status is never refused by its own client."""
+    deep = b'{"spec":' + b'{"a":' * 300 + b"{}" + b"}" * 300 + b"}"
+    read = decode(deep)
+    assert decode(encode(read)) == read
