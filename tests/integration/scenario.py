@@ -222,10 +222,6 @@ async def scenario(
         yield s
         tg.cancel_scope.cancel()
     await kueue.multikueue_teardown(manager_api, s.names)
-    # Nothing deletes namespaces here (no controller-manager): the test's PipelineRuns on the manager would stay,
-    # and a later test's controller would find direct-mode ones placed on workers that no longer exist.
-    runs = k8s_client.CustomObjectsApi(k8s(manager_api))
-    await runs.delete_collection_namespaced_custom_object("tekton.dev", "v1", namespace, "pipelineruns")
 
 
 @pytest.fixture
