@@ -17,6 +17,11 @@ ORIGIN_ANNOTATION = "multikueue.x-k8s.io/origin"
 MANAGER_UID_ANNOTATION = "multikueue.x-k8s.io/manager-uid"
 """On a worker object: the UID of the manager object it copies; with the origin, what ``Adopt`` requires."""
 
+ATTEMPT_ANNOTATION = "multikueue.x-k8s.io/attempt"
+"""On a Kueue-mode worker object: the admission it was made for (its manager Workload's UID and when that Workload's
+quota was reserved). A copy of an earlier admission of the same run (evicted, or its Workload deleted and made again
+with the same name) is never taken for this one's, and this one's is never taken for an earlier one's."""
+
 # Direct mode: the placement is written on the manager object before anything is created on a worker, so a
 # restart at any point finds it and neither loses nor duplicates the run.
 PLACEMENT_WORKER = "multikueue.x-k8s.io/worker"

@@ -18,6 +18,7 @@ from multikueue import jsonpaths
 from multikueue.config import Adapter
 from multikueue.kube.addresses import GroupVersionKind
 from multikueue.labels import (
+    ATTEMPT_ANNOTATION,
     LABEL_VALUE_MAX,
     MANAGER_ONLY_ANNOTATIONS,
     MANAGER_UID_ANNOTATION,
@@ -46,8 +47,9 @@ class GenericAdapter:
         shown = "" if value is None else value
         return False, f'Expecting {path} to be "{self.managed_by}" not "{shown}"'
 
-    def build_copy(self, obj: Object, *, workload_name: str | None, origin: str) -> Object:
-        """The worker copy; ``workload_name`` is the prebuilt Workload's (None in direct mode: no Workload)."""
+    def build_copy(self, obj: Object, *, workload_name: str | None, origin: str, attempt: str = "") -> Object:
+        """The worker copy; ``workload_name`` is the prebuilt Workload's (None in direct mode: no Workload),
+        ``attempt`` the admission it is made for (Kueue mode; ``workload_state.attempt``)."""
         meta = obj["metadata"]
         # What a copy may carry: labels, annotations and spec; the create transforms work on exactly that.
         body: Object = {
@@ -75,6 +77,8 @@ class GenericAdapter:
         labels = {**(body["metadata"].get("labels") or {}), ORIGIN_LABEL: origin}
         if workload_name is not None:
             annotations[PREBUILT_WORKLOAD] = workload_name
+            if attempt:
+                annotations[ATTEMPT_ANNOTATION] = attempt
             # Kueue >= 0.18 writes only the annotation and reads it first; integrations built on older Kueue
             # (tekton-kueue v0.3.0 is on v0.14.5) read only the label, and without it make a Workload of their own,
             # admitted beside the prebuilt one (seen in `make interop`). Both, where a label value can hold it.
@@ -92,11 +96,12 @@ class GenericAdapter:
             "spec": body.get("spec") or {},
         }
 
-    def worker_copy(self, obj: Object, *, origin: str, workload_name: str) -> Object:
+    def worker_copy(self, obj: Object, *, origin: str, workload_name: str, attempt: str = "") -> Object:
         """The copy as the dispatcher creates it in this kind's mode: in Kueue mode naming the prebuilt Workload
-        (``workload_name``), in Direct mode with no Workload at all. ``multikueue adapter check`` previews this."""
+        (``workload_name``) and the admission (``attempt``), in Direct mode with no Workload at all. ``multikueue
+        adapter check`` previews this."""
         direct = self.options.mode == "Direct"
-        return self.build_copy(obj, workload_name=None if direct else workload_name, origin=origin)
+        return self.build_copy(obj, workload_name=None if direct else workload_name, origin=origin, attempt=attempt)
 
     def spec_patch(self, obj: Object, worker_obj: Object) -> Object | None:
         """The merge patch carrying ``specSync`` fields from the manager object to the worker copy, or ``None``."""

@@ -32,12 +32,13 @@ from multikueue.dispatch.copy_outcomes import (  # re-exported (__all__): what `
     Unlisted,
     Vanished,
     Want,
+    unmarked,
 )
 from multikueue.dispatch.mirror import StatusMirror
 from multikueue.dispatch.writes import WorkerWriteFailed
 from multikueue.kube.addresses import GroupVersionKind
 from multikueue.kube.errors import Conflict, KubeError
-from multikueue.labels import MANAGER_UID_ANNOTATION, ORIGIN_LABEL
+from multikueue.labels import ATTEMPT_ANNOTATION, MANAGER_UID_ANNOTATION, ORIGIN_LABEL
 from multikueue.runtime.informer import ObjectKey
 
 log = structlog.get_logger(__name__)
@@ -88,14 +89,17 @@ async def sync(
     manager: LiveObjects,
     mirror: StatusMirror,
     workload_name: str = "",
+    attempt: str = "",
     ran_there: bool = False,
     keep_conditions: frozenset[str] = frozenset(),
     earlier_attempts: bool = False,
 ) -> CopyOutcome:
     """Bring ``obj``'s copy on ``worker`` in line, and say what was found. ``ran_there``: the run is known to have
     had its copy there (its status was mirrored from it): a copy missing there is not created again.
-    ``earlier_attempts``: the run may have had an earlier attempt on this worker (Kueue mode, evicted and admitted
-    again): a copy of it being deleted there is that attempt's, never this one's.
+    ``attempt``: Kueue mode, the admission the run is in (``workload_state.attempt``): stamped on the copy made, and
+    a copy stamped with another is an earlier admission's (``Stale``). ``earlier_attempts``: the run may have had an
+    earlier admission on this worker (evicted and admitted again): a going copy that carries no admission (made by
+    an older version) is taken as that one's, never this one's.
 
     A copy with no status yet is in sync (a kind's ``finished`` predicate may read its spec). Raises only what cannot
     be an outcome: ``KindNotServed`` (checked first), a write to the worker whose outcome is unknown or that may be
@@ -103,7 +107,7 @@ async def sync(
     ``StatusRejected``.
     """
     key = ObjectKey.of(obj)
-    run = Run.of(obj, workload_name)
+    run = Run.of(obj, workload_name, attempt)
     worker.objects(adapter.gvk)  # KindNotServed, with the reason, before anything else
     worker_obj = worker.copy(adapter.gvk, key)  # the cache holds this origin's copies only
     if worker_obj is None:
@@ -113,7 +117,7 @@ async def sync(
         # A run that ran there (or ended there) is read live whatever the cache says (it may still be listing, or
         # lag after a failover, a reload or a reconnect): never made twice, its final status never lost.
         found = await (_gone_or_found(worker, adapter, obj, origin) if ran_there or want is Want.FINAL else
-                       _create(worker, adapter, obj, origin=origin, workload_name=workload_name))  # fmt: skip
+                       _create(worker, adapter, obj, origin=origin, run=run))  # fmt: skip
         if not isinstance(found, dict):
             return found
         worker_obj = found
@@ -131,11 +135,12 @@ async def sync(
             return Foreign(obj=obj, worker_obj=worker_obj, message=message, this_run=_copied_from(worker_obj, obj))
         return Adopted(obj=obj, worker_obj=mine)
     if not run.made(worker_obj):
-        return await _stale(worker, adapter, obj, worker_obj)
-    if want is Want.RUN and earlier_attempts and worker_obj["metadata"].get("deletionTimestamp"):
-        # An earlier attempt's copy (evicted and admitted again to the same worker while a finalizer holds it):
-        # never taken as this attempt's. Without earlier attempts a going copy is this run's, deleted there by
-        # someone else: its final status is still mirrored.
+        return Behind(obj=obj) if run.later(worker_obj) else await _stale(worker, adapter, obj, worker_obj)
+    going = bool(worker_obj["metadata"].get("deletionTimestamp"))
+    if want is Want.RUN and earlier_attempts and going and unmarked(worker_obj):
+        # A going copy made before copies carried their admission, after an eviction: taken as the earlier
+        # admission's (a finalizer holding it), never as this one's. A copy that carries its admission is judged by
+        # ``run.made`` above: this admission's own, deleted there by someone else, still has its final status mirrored.
         return await _stale(worker, adapter, obj, worker_obj)
     await carry_spec(worker, adapter, obj, worker_obj)
     mirrored = await mirror.write(
@@ -152,7 +157,7 @@ async def sync(
 
 
 async def _create(
-    worker: Worker, adapter: GenericAdapter, obj: Object, *, origin: str, workload_name: str
+    worker: Worker, adapter: GenericAdapter, obj: Object, *, origin: str, run: Run
 ) -> Created | Vanished | CreateRefused | Object:
     """Create the copy: the outcome, or the same-named copy already there to go on with.
 
@@ -160,7 +165,7 @@ async def _create(
     the retry of a create whose answer was lost can be refused by what the first, stored create changed (a
     ResourceQuota on the kind's count at its limit, a stateful policy webhook). A copy found then is gone on with.
     """
-    body = adapter.worker_copy(obj, origin=origin, workload_name=workload_name)
+    body = adapter.worker_copy(obj, origin=origin, workload_name=run.workload, attempt=run.attempt)
     try:
         created, existing = await create(worker, adapter.gvk, body)
     except WorkerWriteFailed as e:
@@ -218,11 +223,13 @@ async def _stale(worker: Worker, adapter: GenericAdapter, obj: Object, worker_ob
     held = meta.get("finalizers") or []
     then = f", held there by the finalizers {', '.join(held)}" if held else ""
     uid = (meta.get("annotations") or {}).get(MANAGER_UID_ANNOTATION) or "?"
-    which = (
-        f"is a copy of this run being deleted there (manager UID {uid})"
-        if _copied_from(worker_obj, obj)
-        else f"is the copy of an earlier run of that name (manager UID {uid}, not {obj['metadata'].get('uid')})"
-    )
+    attempt = (meta.get("annotations") or {}).get(ATTEMPT_ANNOTATION)
+    if not _copied_from(worker_obj, obj):
+        which = f"is the copy of an earlier run of that name (manager UID {uid}, not {obj['metadata'].get('uid')})"
+    elif attempt:
+        which = f"is the copy of an earlier admission of this run (evicted, or its Workload made again: {attempt})"
+    else:
+        which = f"is a copy of this run being deleted there (manager UID {uid})"
     message = (f"{adapter.gvk.kind} {key} on worker {worker.name} {which}: it is being deleted{then}; this run is "
                "created there once it is gone")  # fmt: skip
     log.info("stale copy on worker", cluster=worker.name, kind=adapter.gvk.kind, object=str(key), manager_uid=uid)

@@ -3,11 +3,12 @@
 
 from __future__ import annotations
 
+import datetime
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any
 
-from multikueue.labels import MANAGER_UID_ANNOTATION, prebuilt_workload_of
+from multikueue.labels import ATTEMPT_ANNOTATION, MANAGER_UID_ANNOTATION, prebuilt_workload_of
 
 if TYPE_CHECKING:
     from multikueue.dispatch.writes import WorkerWriteFailed
@@ -30,29 +31,62 @@ class Want(Enum):
 @dataclass(frozen=True)
 class Run:
     """Which run a copy must have been made for: the manager object's UID and, in Kueue mode, its prebuilt
-    Workload's name (Kueue hashes the owner's UID into it). A same-named copy with this origin made for another run
-    (the object deleted and created again while the worker was unreachable, or while a finalizer held the copy) is
-    stale. An empty field matches any copy (an object read before it had a UID, a copy of an older version)."""
+    Workload's name (Kueue hashes the owner's UID into it) and the admission (``workload_state.attempt``). A
+    same-named copy with this origin made for another run (the object deleted and created again while the worker was
+    unreachable, or while a finalizer held the copy), or for an earlier admission of this one (evicted, or its
+    Workload made again under the same name), is stale. An empty field matches any copy (an object read before it
+    had a UID, a Workload not admitted now, a copy of an older version)."""
 
     uid: str = ""
     workload: str = ""
+    attempt: str = ""
 
     @classmethod
-    def of(cls, obj: Object | None, workload: str = "") -> Run:
-        return cls(str(((obj or {}).get("metadata") or {}).get("uid") or ""), workload)
+    def of(cls, obj: Object | None, workload: str = "", attempt: str = "") -> Run:
+        return cls(str(((obj or {}).get("metadata") or {}).get("uid") or ""), workload, attempt)
 
     def made(self, worker_obj: Object) -> bool:
         """Whether ``worker_obj`` is this run's copy."""
-        copied = ((worker_obj.get("metadata") or {}).get("annotations") or {}).get(MANAGER_UID_ANNOTATION)
-        if self.uid and copied and copied != self.uid:
+        annotations = (worker_obj.get("metadata") or {}).get("annotations") or {}
+        return (
+            _same(self.uid, annotations.get(MANAGER_UID_ANNOTATION))
+            and _same(self.workload, prebuilt_workload_of(worker_obj))
+            and _same(self.attempt, annotations.get(ATTEMPT_ANNOTATION))
+        )
+
+    def later(self, worker_obj: Object) -> bool:
+        """Whether ``worker_obj`` was made for an admission after the one this run was read in: this process's view
+        of the Workload lags (a replica that took over, a cache behind), so the copy is never taken as an earlier
+        one's and deleted. Kueue reserves quota again only after it released it: a later admission was reserved
+        later (a Workload made again under the same name too)."""
+        found = ((worker_obj.get("metadata") or {}).get("annotations") or {}).get(ATTEMPT_ANNOTATION)
+        if not (self.attempt and found) or found == self.attempt:
             return False
-        prebuilt = prebuilt_workload_of(worker_obj)
-        return not (self.workload and prebuilt and prebuilt != self.workload)
+        return _reserved_at(found) > _reserved_at(self.attempt)
 
     __call__ = made
 
 
 ANY_RUN = Run()
+
+
+def _same(wanted: str, found: str | None) -> bool:
+    """An identity field that matches: either side unknown, or equal."""
+    return not (wanted and found and found != wanted)
+
+
+def _reserved_at(attempt: str) -> datetime.datetime:
+    """When an admission's quota was reserved (``uid/time``); the earliest time if unreadable (an older admission)."""
+    try:
+        at = datetime.datetime.fromisoformat(attempt.partition("/")[2])
+    except ValueError:
+        at = datetime.datetime.min
+    return at if at.tzinfo else at.replace(tzinfo=datetime.UTC)
+
+
+def unmarked(worker_obj: Object) -> bool:
+    """A copy made before copies carried their admission (an older version of this dispatcher)."""
+    return ATTEMPT_ANNOTATION not in ((worker_obj.get("metadata") or {}).get("annotations") or {})
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -106,7 +140,9 @@ class Vanished:
 
 @dataclass(frozen=True, kw_only=True)
 class Behind:
-    """``Want.FINAL``: the worker has a newer copy than its cache held (now kept there): mirrored by the next pass."""
+    """``Want.FINAL``: the worker has a newer copy than its cache held (now kept there): mirrored by the next pass.
+    Or the copy was made for a later admission than the one this pass read (``Run.later``): looked at again once the
+    Workload's cache catches up."""
 
     obj: Object
 

@@ -308,7 +308,7 @@ class WorkloadReconciler:
                        earlier_attempts=wl.evicted_before(workload),
                        ran_there=wl.adopted_by(copy, work.adapter.gvk.kind, work.obj_key.name))  # fmt: skip
         reserved = wl.condition(workload, wl.QUOTA_RESERVED) or {}
-        return RunOn(work.adapter, work.obj, worker, view, workload_name=work.key.name,
+        return RunOn(work.adapter, work.obj, worker, view, workload_name=work.key.name, attempt=wl.attempt(workload),
                      waiting_since=reserved.get("lastTransitionTime"))  # fmt: skip
 
     async def _drive(self, work: _Pass, workload: Object, winner: str, verdict: tuple[str, str] | None = None,

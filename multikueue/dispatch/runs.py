@@ -72,6 +72,7 @@ class RunOn:
     worker: Worker | None  # None: not known to this process (no connection)
     view: RunView
     workload_name: str = ""  # Kueue mode: its prebuilt Workload (the copy is made for it)
+    attempt: str = ""  # Kueue mode: the admission it is in (``workload_state.attempt``), stamped on the copy
     waiting_since: str | None = None  # RFC 3339: when the run began to wait for dispatch (the latency metric)
 
 
@@ -104,7 +105,7 @@ class Runs:
             out = await copies.sync(
                 worker, run.adapter, run.obj, want=run.view.want, origin=self.origin,
                 manager=await self.manager(run.adapter.gvk), mirror=self.mirror, workload_name=run.workload_name,
-                ran_there=run.view.ran_there, keep_conditions=OWN_CONDITIONS,
+                attempt=run.attempt, ran_there=run.view.ran_there, keep_conditions=OWN_CONDITIONS,
                 earlier_attempts=run.view.earlier_attempts,
             )  # fmt: skip
         except StatusRejected as e:

@@ -54,7 +54,7 @@ class Snapshots:
         key = ObjectKey.of(workload)
         config = self.config.multi_kueue
         incremental = config.incremental_dispatcher_config
-        run = copies.Run.of(obj, workload["metadata"]["name"])
+        run = copies.Run.of(obj, workload["metadata"]["name"], wl.attempt(workload))
         obj_key = ObjectKey.of(obj)
         stuck = _stuck(connected, adapter, obj_key, run, config.worker_lost_timeout)
         return decision.Group(

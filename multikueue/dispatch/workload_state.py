@@ -207,6 +207,17 @@ def evicted_before(workload: Object) -> bool:
     return bool((status.get("schedulingStats") or {}).get("evictions") or status.get("requeueState"))
 
 
+def attempt(workload: Object) -> str:
+    """The admission the run is in ("" while its quota is not reserved): the Workload's UID (a Workload deleted and
+    made again under the same name is another) and when its quota was reserved (each re-admission after an eviction
+    reserves it again; Kueue keeps the time while the condition stays True)."""
+    reserved = condition(workload, QUOTA_RESERVED) or {}
+    uid = (workload.get("metadata") or {}).get("uid")
+    if reserved.get("status") != "True" or not uid:
+        return ""
+    return f"{uid}/{reserved.get('lastTransitionTime') or ''}"
+
+
 def adopted_by(worker_wl: Object | None, kind: str, name: str) -> bool:
     """Whether a worker's Workload copy is owned by the object ``kind``/``name`` there (the worker's integration
     adopts the prebuilt Workload when the object is created): proof that the object was there."""

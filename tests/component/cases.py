@@ -66,6 +66,10 @@ dispatcher:
         """The prebuilt Workload's name, as Kueue makes it from the owner's UID (none in Direct mode)."""
         return "" if self.direct else f"pipelinerun-{NAME}-{obj['metadata']['uid'][:5]}"
 
+    def attempt(self, workload_uid: str = "wl-1", reserved_at: str = "2026-08-01T10:00:00Z") -> str:
+        """The admission a copy is made for (``workload_state.attempt``; none in Direct mode)."""
+        return "" if self.direct else f"{workload_uid}/{reserved_at}"
+
     @property
     def keep_conditions(self) -> frozenset[str]:
         return frozenset({PLACEMENT})  # as ``runs.Runs`` passes in both modes (a Kueue-mode object has none)
@@ -89,8 +93,10 @@ class Case:
     manager: MemoryObjects = field(default_factory=lambda: manager_objects(PIPELINERUN))
     mirror: StatusMirror = field(default_factory=StatusMirror)
     obj: Object = field(default_factory=dict)
+    attempt: str = ""  # the admission the run is in now (Kueue mode): the mode's first one unless given
 
     def __post_init__(self) -> None:
+        self.attempt = self.attempt or self.mode.attempt()
         if not self.obj:
             self.obj = self.submit()
 
@@ -109,11 +115,13 @@ class Case:
     def store(self) -> MemoryObjects:
         return self.worker.store(PIPELINERUN)
 
-    def copy_of(self, run: Object | None = None, *, state: Object | None = None, ours: bool = True) -> Object:
-        """The copy the dispatcher makes of ``run`` (this case's by default), with a status the worker wrote; not
-        labelled with this origin unless ``ours``."""
+    def copy_of(self, run: Object | None = None, *, state: Object | None = None, ours: bool = True,
+                attempt: str | None = None) -> Object:  # fmt: skip
+        """The copy the dispatcher makes of ``run`` (this case's by default) in ``attempt`` (this case's by default),
+        with a status the worker wrote; not labelled with this origin unless ``ours``."""
         run = run or self.obj
-        body = self.adapter.worker_copy(run, origin=ORIGIN, workload_name=self.mode.workload_name(run))
+        body = self.adapter.worker_copy(run, origin=ORIGIN, workload_name=self.mode.workload_name(run),
+                                        attempt=self.attempt if attempt is None else attempt)  # fmt: skip
         if not ours:
             del body["metadata"]["labels"][ORIGIN_LABEL]
         if state is not None:
@@ -137,7 +145,8 @@ class Case:
         """``sync`` as ``runs.Runs`` calls it for the mode."""
         return await copies.sync(
             self.worker, self.adapter, self.obj, want=want, origin=ORIGIN, manager=self.manager, mirror=self.mirror,
-            workload_name=self.mode.workload_name(self.obj), ran_there=ran_there, earlier_attempts=earlier_attempts,
+            workload_name=self.mode.workload_name(self.obj), attempt=self.attempt, ran_there=ran_there,
+            earlier_attempts=earlier_attempts,
             keep_conditions=self.mode.keep_conditions,
         )  # fmt: skip
 

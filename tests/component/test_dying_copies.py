@@ -5,18 +5,20 @@ from __future__ import annotations
 
 import pytest
 
-from multikueue.dispatch import copies
+from multikueue.dispatch import copies, run_lifecycle
 from multikueue.dispatch.copies import Want
 from tests.component.cases import FINISHED, KEY, MODES, NAME, NAMESPACE, Case, Mode, ago, mirrored, status
+
+EARLIER = "2026-08-01T09:00:00Z"  # an earlier admission's quota reservation
 
 
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_copy_of_this_run_being_deleted_is_not_taken_as_the_run(mode: Mode) -> None:
     """Evicted and re-admitted to the same worker while a finalizer holds the earlier attempt's copy (the same
-    manager UID, the same Workload): the copy is going, so the run waits for it; its (cancelled) status is never
-    mirrored as the new attempt's, and nothing is created beside it."""
+    manager UID, the same Workload; in Kueue mode an earlier admission's): the copy is going, so the run waits for
+    it; its (cancelled) status is never mirrored as the new attempt's, and nothing is created beside it."""
     case = Case(mode, mode.adapter(FINISHED))
-    dying = case.copy_of(state=status("False", "cancelled by its deletion"))
+    dying = case.copy_of(state=status("False", "cancelled by its deletion"), attempt=mode.attempt(reserved_at=EARLIER))
     dying["metadata"].update(finalizers=["results.tekton.dev/pipelinerun"], deletionTimestamp=ago(5))
     case.store.put(dying)
     case.worker.relist()
@@ -24,7 +26,7 @@ async def test_a_copy_of_this_run_being_deleted_is_not_taken_as_the_run(mode: Mo
     out = await case.sync(Want.RUN, earlier_attempts=True)  # Kueue mode: the Workload was evicted before
 
     assert type(out) is copies.Stale, out
-    assert "a copy of this run being deleted there" in out.message
+    assert ("an earlier admission of this run" if mode.attempt() else "a copy of this run being deleted") in out.message
     assert case.manager.sent("patch_status") == [], "its status is not this attempt's"
     assert case.store.sent("create") == [], "nothing made beside it"
     assert case.store.sent("delete") == [], "already going: no delete sent"
@@ -63,3 +65,85 @@ async def test_a_final_read_of_a_copy_gone_there_says_so(mode: Mode) -> None:
 
     assert type(out) is copies.Gone, out
     assert "before its final status reached the manager" in out.message
+
+
+async def test_a_recreated_workloads_going_copy_is_not_taken_as_this_attempt() -> None:
+    """Kueue mode. Attempt 1 ran on w1; its copy is being deleted, a finalizer holds it (cancelled). Kueue deletes
+    the Workload and makes it again for the same object (the job's spec changed while suspended, or a user's
+    ``kubectl delete workload``): the same name, a new UID, no eviction history. Admitted on w1 again, the going
+    copy is an earlier admission's: never mirrored, and the run waits for it rather than end with its verdict."""
+    mode = Mode("Kueue")
+    case = Case(mode, mode.adapter(FINISHED), attempt=mode.attempt(workload_uid="wl-2"))
+    dying = case.copy_of(state=status("False", "cancelled by its deletion"), attempt=mode.attempt(workload_uid="wl-1"))
+    dying["metadata"].update(finalizers=["results.tekton.dev/pipelinerun"], deletionTimestamp=ago(5))
+    case.store.put(dying)
+    case.worker.relist()
+
+    out = await case.sync(Want.RUN, earlier_attempts=False)
+
+    assert type(out) is copies.Stale, out
+    step = run_lifecycle.after_copy(run_lifecycle.RunView(worker="w1", lost_timeout=900.0), out)
+    assert not isinstance(step, run_lifecycle.Finish), f"attempt 2 ends with attempt 1's verdict: {step}"
+    assert case.manager.sent("patch_status") == [], "attempt 1's status is not this attempt's"
+
+
+async def test_after_an_eviction_this_admissions_own_going_copy_gives_its_final_status() -> None:
+    """Kueue mode, the mirror image: evicted once, admitted again to w1, this admission's copy finished there and
+    someone deleted it while a finalizer holds it. It is this admission's (it says so): its final status is
+    mirrored and the run finishes, never taken as an earlier attempt's and run again."""
+    mode = Mode("Kueue")
+    case = Case(mode, mode.adapter(FINISHED))
+    dying = case.copy_of(state=status("True", "done"))
+    dying["metadata"].update(finalizers=["results.tekton.dev/pipelinerun"], deletionTimestamp=ago(5))
+    case.store.put(dying)
+    case.worker.relist()
+
+    out = await case.sync(Want.RUN, earlier_attempts=True)
+
+    assert type(out) is copies.Finished, out
+    assert case.manager_status() == mirrored(case, status("True", "done")), "its final status on the manager"
+
+
+async def test_after_an_eviction_a_going_copy_an_older_version_made_is_taken_as_the_earlier_attempts() -> None:
+    """A copy made before copies carried their admission says nothing of it: after an eviction, going, it is taken
+    as the earlier admission's (as before), never mirrored."""
+    mode = Mode("Kueue")
+    case = Case(mode, mode.adapter(FINISHED))
+    dying = case.copy_of(state=status("False", "cancelled by its deletion"), attempt="")
+    dying["metadata"].update(finalizers=["results.tekton.dev/pipelinerun"], deletionTimestamp=ago(5))
+    case.store.put(dying)
+    case.worker.relist()
+
+    out = await case.sync(Want.RUN, earlier_attempts=True)
+
+    assert type(out) is copies.Stale, out
+    assert "a copy of this run being deleted there" in out.message
+
+
+@pytest.mark.parametrize("made_for", ["wl-1/2026-08-01T11:00:00Z", "wl-2/2026-08-01T11:00:00Z"])
+async def test_a_copy_made_for_a_later_admission_than_this_view_is_looked_at_again_never_deleted(made_for: str) -> None:
+    """A replica that took over (or a cache behind) reads the Workload as it was before an eviction, or before it was
+    made again: the copy there, made for the later admission, is never taken as an earlier one's and deleted; the
+    pass looks again once the Workload's cache catches up."""
+    mode = Mode("Kueue")
+    case = Case(mode, mode.adapter(FINISHED))  # this view: wl-1, reserved at 10:00
+    case.store.put(case.copy_of(state=status(), attempt=made_for))
+    case.worker.relist()
+
+    out = await case.sync(Want.RUN)
+
+    assert type(out) is copies.Behind, out
+    assert case.store.sent("delete") == [], "the later admission's copy is left alone"
+    assert case.manager.sent("patch_status") == [], "nor mirrored to a view that lags"
+
+
+async def test_an_unreadable_admission_on_a_copy_is_an_earlier_one() -> None:
+    """An admission whose time cannot be read (edited there by hand) is older than any: the copy is stale."""
+    mode = Mode("Kueue")
+    case = Case(mode, mode.adapter(FINISHED))
+    case.store.put(case.copy_of(state=status(), attempt="wl-1/yesterday"))
+    case.worker.relist()
+
+    out = await case.sync(Want.RUN)
+
+    assert type(out) is copies.Stale, out

@@ -303,11 +303,22 @@ def arrange_ran_there_to_the_end(case: Case) -> None:
     case.obj = case.manager.put({**case.obj, "status": mirrored(case, status("True", "done"))})
 
 
-def arrange_dying(case: Case) -> None:
-    """A copy of this run (UID and Workload), held by a finalizer while it is deleted."""
-    dying = case.copy_of(state=status("False", "cancelled by its deletion"))
+def arrange_dying(case: Case, attempt: str | None = None) -> None:
+    """A copy of this run (UID and Workload; this admission's unless ``attempt``), held by a finalizer while it is
+    deleted."""
+    dying = case.copy_of(state=status("False", "cancelled by its deletion"), attempt=attempt)
     dying["metadata"].update(finalizers=["results.tekton.dev/pipelinerun"], deletionTimestamp=ago(5))
     case.store.put(dying)
+
+
+def arrange_dying_earlier(case: Case) -> None:
+    """A copy of this run made for an earlier admission (evicted, or its Workload made again), held while deleted."""
+    arrange_dying(case, case.mode.attempt(reserved_at="2026-08-01T09:00:00Z"))
+
+
+def arrange_dying_unmarked(case: Case) -> None:
+    """A copy of this run an older version made (no admission on it), held by a finalizer while it is deleted."""
+    arrange_dying(case, "")
 
 
 def dying_left(case: Case, out: copies.Stale) -> None:
@@ -448,11 +459,21 @@ TABLE: dict[str, tuple[There, dict[str, Expect]]] = {
             ENDED: E(copies.Stale, rl.LostThere, LOST_TOLD, finished="Succeeded", check=stale_still_going),
         }),
     "this run's copy, being deleted": (There(arrange_dying), {
-        # An earlier attempt's, after an eviction: never taken as this attempt's.
-        AGAIN: E(copies.Stale, rl.AwaitStale, "seen await_stale", rl.STALE_RECHECK, check=dying_left),
-        # No earlier attempt can exist: this run's, deleted there by someone else; its status is still mirrored.
-        KUEUE: E(copies.InSync, rl.Running, "seen running", LOST_TIMEOUT, synced=True, check=dying_is_the_run),
+        # This admission's (it says so), deleted there by someone else: its status is still mirrored, evicted before
+        # or not.
+        **each((KUEUE, AGAIN), E(copies.InSync, rl.Running, "seen running", LOST_TIMEOUT, synced=True,
+                                 check=dying_is_the_run)),
         **each(DIRECT, E(copies.InSync, rl.Running, "seen running", synced=True, check=dying_is_the_run)),
+    }),
+    "an earlier admission's copy, being deleted": (There(arrange_dying_earlier), {
+        # Never taken as this admission's, evicted before or not (a Workload made again has no eviction history).
+        **each((KUEUE, AGAIN), E(copies.Stale, rl.AwaitStale, "seen await_stale", rl.STALE_RECHECK,
+                                 check=dying_left)),
+    }),
+    "a copy an older version made, being deleted": (There(arrange_dying_unmarked), {
+        # It says nothing of its admission: after an eviction it is taken as the earlier one's, as before.
+        AGAIN: E(copies.Stale, rl.AwaitStale, "seen await_stale", rl.STALE_RECHECK, check=dying_left),
+        KUEUE: E(copies.InSync, rl.Running, "seen running", LOST_TIMEOUT, synced=True, check=dying_is_the_run),
     }),
     "this run's copy, being deleted after it ended there": (There(arrange_ended_dying), {
         ENDED: E(copies.InSync, rl.Finish, ENDS_AS_TOLD, finished="Succeeded", synced=True, check=dying_mirrored),
@@ -627,7 +648,8 @@ async def drive(case: Case, there: There, view: View, record: Record, metrics: M
     run_view = dataclasses.replace(view.run, ran_there=there.ran_there, lost_for=there.lost_for,
                                    settling=there.settling)  # fmt: skip
     run = RunOn(case.adapter, case.obj, case.worker if there.known else None, run_view,
-                workload_name=view.mode.workload_name(case.obj), waiting_since=ago(WAITING_SINCE))  # fmt: skip
+                workload_name=view.mode.workload_name(case.obj), attempt=case.attempt,
+                waiting_since=ago(WAITING_SINCE))  # fmt: skip
     return await Runs(ORIGIN, manager, StatusMirror(), metrics).drive(run, record)
 
 

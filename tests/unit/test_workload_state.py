@@ -116,3 +116,12 @@ def test_a_finished_runs_object_is_retained_from_the_finish_time_on_the_manager(
     assert wl.retained_for(finished, 30.0, at) == 0.0, "past"
     assert wl.retained_for(finished, None, at) == 0.0, "no retention: removed at once"
     assert wl.retained_for({"status": {}}, 60.0, at) == 0.0, "not finished"
+
+
+def test_the_attempt_is_the_workloads_uid_and_when_its_quota_was_reserved() -> None:
+    reserved = {"type": "QuotaReserved", "status": "True", "lastTransitionTime": "2026-08-01T10:00:00Z"}
+    workload: dict[str, Any] = {"metadata": {"uid": "u-1"}, "status": {"conditions": [reserved]}}
+    assert wl.attempt(workload) == "u-1/2026-08-01T10:00:00Z"
+    released = {**reserved, "status": "False"}
+    assert wl.attempt({"metadata": {"uid": "u-1"}, "status": {"conditions": [released]}}) == "", "not admitted now"
+    assert wl.attempt({"status": {"conditions": [reserved]}}) == "", "read before it had a UID"
