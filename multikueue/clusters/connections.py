@@ -36,7 +36,7 @@ from multikueue.kube.client import (
 )
 from multikueue.kube.credentials import header_only_change
 from multikueue.kube.discovery import KindUnavailable, cluster_identity, discover_resource
-from multikueue.kube.errors import KubeconfigError, KubeError, describe
+from multikueue.kube.errors import KubeconfigError, KubeError, NotFound, describe
 from multikueue.kube.kubeconfig import access_from_kubeconfig
 from multikueue.kube.resources import Objects
 from multikueue.labels import ORIGIN_LABEL, prebuilt_workload_of
@@ -118,6 +118,7 @@ class WorkerConnection:
         self.identity: str | None = None  # the worker's kube-system namespace UID, read on connect
         self.workloads: Informer | None = None
         self.objects: dict[GroupVersionKind, Informer] = {}
+        self._kind_scopes: dict[GroupVersionKind, anyio.CancelScope] = {}  # each kind's informer, stopped alone
         self.resources: dict[GroupVersionKind, Resource] = {}
         self.kind_errors: dict[GroupVersionKind, str] = {}
         self.unserved: set[GroupVersionKind] = set()  # discovery said no (404): not a transient error
@@ -305,36 +306,75 @@ class WorkerConnection:
                 self.unreachable_since, self.probe_error = began, error
             self.on_state_change()
 
+    def kinds_in_doubt(self) -> bool:
+        """Whether a kind's standing may have changed: one not served (or not discovered) yet, or one served whose
+        list the worker now answers with 404 (its CRD removed)."""
+        return bool(self.kind_errors) or any(self._removed(gvk) for gvk in self.objects)
+
+    def _removed(self, gvk: GroupVersionKind) -> bool:
+        informer = self.objects.get(gvk)
+        return informer is not None and isinstance(informer.last_error, NotFound)
+
     async def refresh_kinds(self) -> None:
-        """Start an informer for each configured kind the worker serves; record the ones it does not."""
+        """Start an informer for each configured kind the worker serves; record the ones it does not, and stop the
+        informer of a kind whose CRD was removed there (discovery no longer lists it)."""
         assert self.api is not None
-        assert self._informers is not None
         for gvk in self.gvks:
-            if gvk in self.objects:
+            if gvk in self.objects and not self._removed(gvk):
                 continue
             try:
                 resource = await discover_resource(self.api, gvk)
             except KindUnavailable as e:
-                if self.kind_errors.get(gvk) != str(e):
-                    log.warning("kind unavailable on worker", cluster=self.name, kind=str(gvk), error=str(e))
-                self.kind_errors[gvk] = str(e)
-                self.unserved.add(gvk)
+                self._unserved(gvk, str(e))
                 continue
             except KubeError as e:
                 self.kind_errors[gvk] = describe(e)
                 continue
             self.kind_errors.pop(gvk, None)
             self.unserved.discard(gvk)
+            if gvk in self.objects and self.resources.get(gvk) == resource:
+                self.objects[gvk].wake()  # served all along (or again, unchanged): its informer lists again now
+                continue
+            self._stop_kind(gvk)
             self.resources[gvk] = resource
-            informer = Informer(
-                Objects(self.api, resource).source(label_selector=self.selector),
-                on_event=self._event_handler(workloads=False, gvk=gvk),
-                # The copy's spec is read back only to carry specSync fields; without any, it is not kept.
-                drop=() if gvk in self.spec_synced else ("spec",),
-            )
-            self.objects[gvk] = informer
+            self._watch_kind(gvk, resource)
 
-            self._informers.start_soon(informer.run)
+    def _unserved(self, gvk: GroupVersionKind, error: str) -> None:
+        if self.kind_errors.get(gvk) != error:
+            log.warning("kind unavailable on worker", cluster=self.name, kind=str(gvk), error=error)
+        self.kind_errors[gvk] = error
+        self.unserved.add(gvk)
+        self._stop_kind(gvk)
+
+    def _watch_kind(self, gvk: GroupVersionKind, resource: Resource) -> None:
+        assert self.api is not None
+        assert self._informers is not None
+        informer = Informer(
+            Objects(self.api, resource).source(label_selector=self.selector),
+            on_event=self._event_handler(workloads=False, gvk=gvk),
+            # The copy's spec is read back only to carry specSync fields; without any, it is not kept.
+            drop=() if gvk in self.spec_synced else ("spec",),
+        )
+        # A 404 from its list or watch may be the CRD removed: the cluster reconciler looks the kind up again.
+        informer.connectivity.subscribe(
+            lambda up: None if up or not isinstance(informer.last_error, NotFound) else self.on_state_change()
+        )
+        scope = self._kind_scopes[gvk] = anyio.CancelScope()
+        self.objects[gvk] = informer
+
+        async def run() -> None:
+            with scope:
+                await informer.run()
+
+        self._informers.start_soon(run)
+
+    def _stop_kind(self, gvk: GroupVersionKind) -> None:
+        """Forget a kind's informer and cache (its CRD removed there, or changed): its copies went with the CRD."""
+        scope = self._kind_scopes.pop(gvk, None)
+        if scope is not None:
+            scope.cancel()
+        self.objects.pop(gvk, None)
+        self.resources.pop(gvk, None)
 
     async def close(self) -> None:
         if self._scope is not None:
@@ -349,6 +389,7 @@ class WorkerConnection:
             self.api = None
         self.workloads = None
         self.objects.clear()
+        self._kind_scopes.clear()
         self.resources.clear()
         self.unserved.clear()
         self._kinds_checked = False

@@ -226,11 +226,11 @@ class ClusterReconciler:
         cluster = await self._record_identity(cluster, connection)
         cluster = await self._record_expiry(cluster, connection)
         renewal = await self.renewer.check(cluster, connection, kubeconfig_secret_name(cluster))
-        if connection.kind_errors:
+        if connection.kinds_in_doubt():
             before = set(connection.resources)
             await connection.refresh_kinds()
             if set(connection.resources) != before:
-                self._connection_changed(name)  # a kind became available: waiting Workloads may now go there
+                self._connection_changed(name)  # a kind came or went: the runs waiting on it are looked at again
         await self._set_active(cluster, True, "Active", _connected_message(connection, renewal.problem))
         retries = [
             t for t in (KIND_RETRY_SECONDS if connection.kind_errors else None, renewal.next_check) if t is not None

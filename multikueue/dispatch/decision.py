@@ -53,6 +53,7 @@ class Group:
     connected: tuple[str, ...]  # those connected now, in the same order
     worker_copies: Mapping[str, Object]  # the copy on each connected worker that has one
     serving: Mapping[str, bool | None] = field(default_factory=dict)  # worker serves the kind (None: unknown yet)
+    kind: str = ""  # the run's kind as configured (``Kind.version.group``): named when a worker lacks it
     # Whether each connected worker holds the run's object copy (None: its cache has not listed the kind yet).
     holding: Mapping[str, bool | None] = field(default_factory=dict)
     # The check's workers not connected whose first connection attempt in this process has not ended: they may
@@ -166,6 +167,7 @@ class Nominate:
     round_started: float | None = None  # Incremental: a new round began at this time
     unmatched: str | None = None  # the selection leaves the run no worker: the check's message says so
     inadmissible: bool = False  # every worker the run may go to says it can never admit it: the clock runs
+    left_out: str | None = None  # connected workers not nominated because they lack the kind: the message says so
 
 
 @dataclass(frozen=True)
@@ -326,7 +328,20 @@ def _nominate(group: Group) -> Step:
         if left <= 0:
             return GiveUp(reasons)
         requeue = min(requeue or math.inf, left)
-    return Nominate(nominated, patch, copy_to, remove_from, missing, requeue, started, unmatched, reasons is not None)
+    return Nominate(nominated, patch, copy_to, remove_from, missing, requeue, started, unmatched, reasons is not None,
+                    left_out=_lacking_kind(group))  # fmt: skip
+
+
+def _lacking_kind(group: Group) -> str | None:
+    """The connected workers left out of the nominations because they do not serve the run's kind (its CRD not
+    there), named: the run waits on the others, and the user reads why."""
+    lacking = [c for c in group.connected if group.serving.get(c) is False and group.selection.allows(c)]
+    if not lacking:
+        return None
+    return f"{LEFT_OUT}{', '.join(lacking)}: {'does' if len(lacking) == 1 else 'do'} not serve {group.kind}"
+
+
+LEFT_OUT = "Not nominated: "  # the check's message while workers lacking the kind are left out
 
 
 def _copies_for(group: Group, nominated: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:

@@ -73,7 +73,10 @@ class Nominations:
             if await record.say(step.unmatched, "NoWorkerMatches"):
                 log.info("no worker matches the run's selection", workload=str(key), message=step.unmatched)
             return Result()
-        await report(record, failures)
+        if step.left_out is not None and not failures:
+            await record.say(step.left_out, "WorkerLacksKind")
+        else:
+            await report(record, failures)
         if step.missing:
             raise ConnectionError(f"cluster {step.missing[0]}: no remote client for nominated cluster")
         return Result(requeue_after=step.requeue_after)
@@ -98,7 +101,7 @@ async def report(record: CheckRecord, failures: dict[str, BaseException]) -> Non
     on the Workload and on the object, when the message changes; then retried with backoff (raised). With none, a
     message left from an earlier failure is cleared."""
     if not failures:
-        if str(record.state.get("message") or "").startswith((DISPATCH_PROBLEM, NO_WORKER_MATCHES)):
+        if str(record.state.get("message") or "").startswith((DISPATCH_PROBLEM, NO_WORKER_MATCHES, decision.LEFT_OUT)):
             await record.status.set_message(record.workload, record.check, "")
         return
     said = "; ".join(worker_said(c, e) for c, e in sorted(failures.items()))

@@ -61,6 +61,7 @@ class Snapshots:
             workload=workload, check=check, clusters=tuple(clusters), connected=tuple(connected),
             worker_copies=present,
             serving={c: worker.serves(adapter.gvk) for c, worker in connected.items()},
+            kind=f"{adapter.gvk.kind}.{adapter.gvk.version}.{adapter.gvk.group}",
             holding={c: worker.holds(adapter.gvk, obj_key, run) for c, worker in connected.items()},
             settling=tuple(c for c in clusters if c not in connected and not self.settled(c)),
             lost_since={c: self.lost_since(c) for c in clusters if c not in connected},

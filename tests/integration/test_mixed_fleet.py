@@ -1,9 +1,8 @@
 """A fleet that mixes kinds (#47), in both modes: PipelineRun served by both workers, and a second kind whose CRD is on
 the manager and worker1 (worker2 gets it later, or loses it). Runs of the second kind go to worker1 alone while
 worker2 lacks it, and what the user reads says why; its CRD installed on worker2 later is picked up without a restart;
-``multikueue workers`` says which kinds each worker serves. The tests play Kueue (Kueue mode) and the kinds'
-controllers on the workers. (A CRD removed from a worker, and the Kueue check naming the kind a worker lacks, are not
-noticed yet: their tests wait on branch wip/47-mixed-fleet.)
+removed again, new runs stop going there; ``multikueue workers`` says which kinds each worker serves. The tests play
+Kueue (Kueue mode) and the kinds' controllers on the workers.
 
 Each test has a second kind of its own (a CRD deleted by another test may still be going away), in a group no other
 test installs: the bed is shared."""
@@ -38,6 +37,7 @@ PIPELINERUN = "PipelineRun.v1.tekton.dev"
 SUCCEEDED = '.status.conditions[?type=="Succeeded"].status'
 WORKER, PHASE = "multikueue.x-k8s.io/worker", "multikueue.x-k8s.io/phase"
 RECORD = "multikueue.x-k8s.io/placement"
+NOTICED = 15  # seconds the dispatcher gets to notice a CRD removed from a worker
 
 
 @dataclass(frozen=True)
@@ -176,6 +176,15 @@ async def install_on_worker2(s: Scenario, fleet: Fleet) -> None:
                      what="the dispatcher saying worker2 serves every kind, with no restart")  # fmt: skip
 
 
+async def remove_from_worker2(s: Scenario, tmp_path: Path, fleet: Fleet) -> None:
+    """The CRD deleted on worker2 (gone from its discovery); ``workers`` and the dispatcher say so."""
+    await crds.remove_crd(s.api["worker2"], fleet.crd())
+    await eventually(lambda: discovered(s.api["worker2"], fleet), until=lambda d: not d, what="the CRD gone")
+    await workers_say(s, tmp_path, fleet, worker2=False)
+    await eventually(lambda: active_message(s, "worker2"), until=lambda m: m.startswith(unavailable(fleet)),
+                     timeout=NOTICED, what="the dispatcher saying worker2 no longer serves the kind")  # fmt: skip
+
+
 # ---------------------------------------------------------------------------------------------- Kueue mode
 
 
@@ -236,6 +245,40 @@ async def test_kueue_mode_a_kind_goes_only_where_it_is_served_and_to_worker2_onc
     await nominated(s, waiting, "worker1", "worker2")
     await runs_on(s, fleet, waiting, "r-2", "worker2")
     await nominated(s, await submit(s, fleet, "r-3"), "worker1", "worker2")
+
+
+@mixed(Fleet("Brush", "Kueue"))
+async def test_kueue_mode_the_check_says_why_a_worker_is_not_nominated_for_a_kind_it_lacks(
+    fleet: Fleet, scenario: Scenario
+) -> None:
+    """Where the user of a waiting run looks (the check's message): worker2 left out, and the kind it lacks."""
+    s = scenario
+    wl_name = await submit(s, fleet, "b-1")
+    await not_on_worker2(s, wl_name)
+    workload = await eventually(
+        lambda: s.workloads("manager").get(wl_name, s.namespace),
+        until=lambda w: s.names["worker2"] in _check_message(s, w) and fleet.kind in _check_message(s, w),
+        timeout=10,
+        what="the check naming worker2 and the kind it lacks",
+    )
+    assert _check_message(s, workload), workload
+
+
+def _check_message(s: Scenario, workload: Any) -> str:
+    checks = ((workload or {}).get("status") or {}).get("admissionChecks") or []
+    return str(next((c.get("message") or "" for c in checks if c["name"] == s.names["check"]), ""))
+
+
+@mixed(Fleet("Ink", "Kueue", on_worker2=True))
+async def test_kueue_mode_a_kind_removed_from_worker2_stops_new_runs_going_there(
+    fleet: Fleet, scenario: Scenario, tmp_path: Path
+) -> None:
+    s = scenario
+    await workers_say(s, tmp_path, fleet, worker2=True)
+    await nominated(s, await submit(s, fleet, "r-1"), "worker1", "worker2")
+
+    await remove_from_worker2(s, tmp_path, fleet)
+    await not_on_worker2(s, await submit(s, fleet, "r-2"))
 
 
 # ---------------------------------------------------------------------------------------------- Direct mode
@@ -310,3 +353,26 @@ async def test_direct_mode_a_kind_goes_only_where_it_is_served_and_to_worker2_on
     await install_on_worker2(s, fleet)
     await workers_say(s, tmp_path, fleet, worker2=True)
     assert await placed_on(s, sketches, "s-2") == "worker2"
+
+
+@mixed(Fleet("Paint", "Direct", on_worker2=True))
+async def test_direct_mode_a_kind_removed_from_worker2_stops_new_runs_going_there(
+    fleet: Fleet, scenario: Scenario, tmp_path: Path
+) -> None:
+    s = scenario
+    w1, w2 = s.names["worker1"], s.names["worker2"]
+    paints = s.objects("manager", fleet.resource)
+    await create(s, fleet, "s-1")
+    assert await placed_on(s, paints, "s-1") == "worker1"
+    await create(s, fleet, "s-2")
+    assert await placed_on(s, paints, "s-2") == "worker2"
+    # s-2 ends (its copy goes), so the CRD's removal takes no live copy with it; s-1 keeps worker1 full.
+    await s.objects("worker2", fleet.resource).patch_status("s-2", {"status": {"phase": "Done"}}, s.namespace)
+    await s.wait(paints, "s-2", lambda o: notes(o).get(PHASE) == "Finished", "s-2 finished")
+    await s.wait(s.objects("worker2", fleet.resource), "s-2", lambda o: o is None, "s-2's copy removed")
+
+    await remove_from_worker2(s, tmp_path, fleet)
+    await create(s, fleet, "s-3")
+    message = await waits(s, fleet, "s-3")
+    assert f"{w1}: rejected: full (1/1 running)" in message, message
+    assert f"{w2}: rejected: does not serve this kind" in message, message

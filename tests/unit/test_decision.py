@@ -370,8 +370,11 @@ CASES: list[tuple[str, d.Group, d.Step]] = [
             workload(RESERVED, nominated=["w1", "w2"]),
             {"w1": copy_(), "w2": copy_()},
             serving={"w1": True, "w2": False},
+            kind="PipelineRun.v1.tekton.dev",
         ),
-        d.Nominate(("w1",), True, (), ("w2",), ()),
+        d.Nominate(
+            ("w1",), True, (), ("w2",), (), left_out="Not nominated: w2: does not serve PipelineRun.v1.tekton.dev"
+        ),
     ),
     (
         "AllAtOnce: a worker not known yet to serve the kind keeps its copy",
