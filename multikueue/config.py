@@ -746,6 +746,10 @@ class Dispatcher(_Model):
     # merges repeated keys; 250 ms keeps bursts to one reconcile while keeping status lag well under a second.
     events_batch_period: Duration = 0.25
     incremental_round_timeout: Duration = 300.0  # Kueue's fixed 5-minute round, configurable here
+    # false: a run that goes as planned records no Normal Event (Kueue mode: "admitted on <worker>"; Direct mode:
+    # "Placed") and, in Direct mode, no MultiKueuePlacement condition (its annotations still say where it runs):
+    # two writes fewer per run. Problems are recorded all the same, and a problem's record is cleared when it ends.
+    routine_records: bool = True
     # A run no worker can ever take for this long gives up, with each worker's reason. Kueue mode: every worker's
     # Kueue says so (exceeds the maximum quota, no matching flavor or resource, no such queue, namespace not
     # selected): the check is Rejected. Direct mode: no worker matches its selectors or serves it: marked Failed.

@@ -29,8 +29,10 @@ MESSAGE_LIMIT = 32768
 
 
 class CheckStatus:
-    def __init__(self, api: ApiClient, workloads: Informer, controller_name: str, metrics: Metrics | None) -> None:
+    def __init__(self, api: ApiClient, workloads: Informer, controller_name: str, metrics: Metrics | None,
+                 *, routine_records: bool = True) -> None:  # fmt: skip
         self.api = api
+        self.routine_records = routine_records  # the Normal Event of each admission (``dispatcher.routineRecords``)
         self.workloads = workloads  # the manager's Workloads: each write's answer is remembered there
         self.controller_name = controller_name
         self.metrics = metrics
@@ -83,7 +85,8 @@ class CheckStatus:
             workload,
             {"admissionChecks": _with_check(workload, entry), "clusterName": cluster, "nominatedClusterNames": None},
         )
-        await self.event(workload, "Normal", message)
+        if self.routine_records:
+            await self.event(workload, "Normal", message)
         log.info("workload admitted on worker", workload=str(ObjectKey.of(workload)), cluster=cluster)
         if self.metrics is not None and state.get("state") != wl.READY:
             self.metrics.workloads_admitted.labels(cluster_queue(workload), cluster).inc()

@@ -120,7 +120,8 @@ class DirectReconciler:
         self._placed: dict[GroupVersionKind, dict[ObjectKey, str]] = {g: {} for g in direct}
         self._load: dict[GroupVersionKind, Counter[str]] = {g: Counter() for g in direct}
         self.mirror = StatusMirror()
-        self.writer = PlacementWriter(api, kinds, config.dispatcher.controller_name, self.observe, metrics)
+        self.writer = PlacementWriter(api, kinds, config.dispatcher.controller_name, self.observe, metrics,
+                                      routine_records=config.dispatcher.routine_records)  # fmt: skip
         self.runs = Runs(self.origin, self._manager, self.mirror, metrics)
 
     def observe(self, gvk: GroupVersionKind, kind: str, obj: Object) -> None:

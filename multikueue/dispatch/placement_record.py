@@ -80,8 +80,11 @@ class PlacementWriter:
         controller_name: str,
         observe: Callable[[GroupVersionKind, str, Object], None],
         metrics: Metrics | None = None,
+        *,
+        routine_records: bool = True,
     ) -> None:
         self.api = api
+        self.routine_records = routine_records  # ``dispatcher.routineRecords``: false skips a plain ``Placed``
         self.metrics = metrics
         self.kinds = kinds
         self.controller_name = controller_name
@@ -108,7 +111,7 @@ class PlacementWriter:
         looked at again says nothing new. Returns the object as written."""
         condition = {"type": CONDITION, "status": status, "reason": reason, "message": message[:32768]}
         recorded = placement_record(obj)
-        if same_state(recorded, condition):
+        if same_state(recorded, condition) or self._routine(recorded, reason):
             return obj
         if gvk not in self.no_conditions:
             obj = await self._record_condition(gvk, obj, condition)
@@ -117,6 +120,10 @@ class PlacementWriter:
             obj = await self.annotate(gvk, obj, {PLACEMENT_RECORD: json.dumps(stamped, sort_keys=True)})
         await self.event(gvk, obj, event_type, reason, message)
         return obj
+
+    def _routine(self, recorded: Condition | None, reason: str) -> bool:
+        """A ``Placed`` with nothing else to clear, which ``routineRecords: false`` leaves out."""
+        return not self.routine_records and reason == PLACED and (recorded is None or recorded.get("reason") == PLACED)
 
     async def _record_condition(self, gvk: GroupVersionKind, obj: Object, condition: Condition) -> Object:
         """Write the condition; if the answer lacks it (pruned by the kind's schema), remember the kind."""

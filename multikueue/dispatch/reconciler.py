@@ -99,7 +99,8 @@ class WorkloadReconciler:
             g: GenericAdapter(g, config.dispatcher.managed_by, config.adapter(g)) for g in config.multi_kueue.gvks
         }
         self.memory: RunMemory[ObjectKey] = RunMemory()
-        self.status = CheckStatus(api, workloads, config.dispatcher.controller_name, metrics)
+        self.status = CheckStatus(api, workloads, config.dispatcher.controller_name, metrics,
+                                  routine_records=config.dispatcher.routine_records)  # fmt: skip
         self.news = WorkerNews(self.status)
         # Writes to different workers run side by side; one that outlasts the pass finishes in the background, and
         # its Workload is looked at again.
