@@ -71,8 +71,9 @@ async def namespace(testbed: TestBed, tmp_path: Path, request: pytest.FixtureReq
     """Created on every cluster before the test, deleted after it.
 
     The bed runs no namespace controller, so a deleted namespace stays ``Terminating`` with its objects; the
-    unique name keeps tests apart all the same. Its PipelineRuns are deleted first: a later test's direct-mode
-    dispatcher watches every namespace, and would place the ones left behind (loading a worker the test counts on).
+    unique name keeps tests apart all the same. Its PipelineRuns on the manager are deleted first: a later test's
+    direct-mode dispatcher watches every namespace, and would place the ones left behind (loading a worker the test
+    counts on).
     """
     stem = request.node.name.lower().replace("_", "-")
     name = f"{''.join(c for c in stem if c.isalnum() or c == '-')[:40].strip('-')}-{uuid.uuid4().hex[:6]}"
@@ -83,9 +84,12 @@ async def namespace(testbed: TestBed, tmp_path: Path, request: pytest.FixtureReq
                 k8s_client.V1Namespace(metadata=k8s_client.V1ObjectMeta(name=name))
             )
         yield name
+        # The manager's only: that is what a dispatcher watches (a worker's API server a test restarted may not
+        # serve the CRD's paths again yet).
+        manager = dict(zip(testbed.clusters, clients, strict=True))["manager"]
+        await _gone(k8s_client.CustomObjectsApi(k8s(manager)).delete_collection_namespaced_custom_object(
+            "tekton.dev", "v1", name, "pipelineruns"))  # fmt: skip
         for api in clients:
-            await _gone(k8s_client.CustomObjectsApi(k8s(api)).delete_collection_namespaced_custom_object(
-                "tekton.dev", "v1", name, "pipelineruns"))  # fmt: skip
             await _gone(k8s_client.CoreV1Api(k8s(api)).delete_namespace(name))
     finally:
         for api in clients:

@@ -265,6 +265,9 @@ async def test_worker_apiserver_lost_then_back(testbed: TestBed, namespace: str,
         testbed.start_apiserver("worker2", wait=False)
         survivor = await eventually(lambda: api.request("GET", survivor_path), timeout=120, what="worker2 back")
         assert survivor["metadata"]["name"] == "survivor"  # state lives in etcd, not in the apiserver
+    # Left as the next test expects a worker: custom resources served again too (their storage answers 429
+    # "storage is (re)initializing" for a while after the core ones).
+    await eventually(lambda: anyio.to_thread.run_sync(worker2.ready), until=bool, timeout=120, what="worker2 ready")
 
 
 async def test_restricted_service_account_gets_only_what_rbac_grants(
