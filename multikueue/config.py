@@ -26,7 +26,8 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
-# A module-level name: pydantic resolves it in the models' annotations.
+# Module-level names: pydantic resolves them in the models' annotations.
+from multikueue.clusters.inventory_config import Inventory
 from multikueue.kube.addresses import GroupVersionKind
 
 KUEUE_MULTIKUEUE_CONTROLLER = "kueue.x-k8s.io/multikueue"
@@ -761,6 +762,7 @@ class Dispatcher(_Model):
     webhook: Webhook | None = None  # served only when set (and some adapter has an integration)
     shard: Shard = Shard()
     token_renewal: TokenRenewal = TokenRenewal()
+    inventory: Inventory | None = None  # MultiKueueClusters and MultiKueueConfigs kept from labels
 
     @model_validator(mode="after")
     def _unique_adapters(self) -> Dispatcher:
@@ -790,6 +792,17 @@ class Configuration(_Model):
                     f"@dispatcher.adapters[{i}].name: {adapter.name!r} is not in multiKueue.externalFrameworks "
                     f"({', '.join(frameworks) or 'none'})"
                 )
+        return self
+
+    @model_validator(mode="after")
+    def _inventory_reaches_profiles(self) -> Configuration:
+        inventory, access = self.dispatcher.inventory, self.multi_kueue.cluster_profile
+        profiles = inventory.cluster_profiles if inventory is not None else None
+        if profiles is not None and (access is None or not access.providers):
+            raise ValueError(
+                "@dispatcher.inventory.clusterProfiles: the MultiKueueClusters made from ClusterProfiles are reached "
+                "through multiKueue.clusterProfile.accessProviders, and none is configured"
+            )
         return self
 
     def adapter(self, gvk: GroupVersionKind) -> Adapter:

@@ -23,6 +23,8 @@ from multikueue import owners
 from multikueue.clusters.admissioncheck import AdmissionCheckReconciler
 from multikueue.clusters.garbage import GarbageCollection
 from multikueue.clusters.gauges import WaitingGauge, WorkerQueuesGauge
+from multikueue.clusters.inventory_reconciler import InventoryReconciler
+from multikueue.clusters.inventory_reconciler import Key as InventoryKey
 from multikueue.clusters.outages import WorkerOutages
 from multikueue.clusters.queues import WorkerQueues
 from multikueue.clusters.reconciler import ClusterReconciler
@@ -143,6 +145,9 @@ class ManagerGeneration:
         self.check_controller: Controller[str] = Controller(
             "multikueue_admissioncheck", self._reconcile_check, observe=metrics
         )
+        self.inventory_controller: Controller[InventoryKey] = Controller(
+            "multikueue_inventory", self._reconcile_inventory, observe=metrics
+        )
         # One informer per manager resource, shared by the dispatcher and the integration (one cache, one watch).
         self.informers = SharedInformers(api)
         # The configured kinds the manager serves, with their informers, and their events (``kinds.changes``).
@@ -182,6 +187,10 @@ class ManagerGeneration:
                                                   settled=self.cluster_reconciler.settled)  # fmt: skip
         self.integration, self.integration_controller = _integration(api, config, self.kinds, self.manager_workloads,
                                                                      metrics, self.triggers)  # fmt: skip
+        # Wired only when configured (``dispatcher.inventory``): it creates and deletes MultiKueueClusters.
+        self.inventory = _inventory(config, api, clusters, configs, checks, self.manager_workloads, profiles)
+        if self.inventory is not None:
+            _install(self.triggers, self.inventory_controller, self.inventory.watches())
         workers, changes = self.cluster_reconciler.signals, self.kinds.changes
         _install(self.triggers, self.cluster_controller, self.cluster_reconciler.watches())
         _install(self.triggers, self.check_controller, self.check_reconciler.watches())
@@ -246,6 +255,8 @@ class ManagerGeneration:
         tg.start_soon(self.cluster_controller.run)
         tg.start_soon(self.check_controller.run)
         tg.start_soon(self.workload_controller.run)
+        if self.inventory is not None:
+            tg.start_soon(self.inventory_controller.run)
         tg.start_soon(self.garbage.run)
         tg.start_soon(self.schemas.run)
         log.info("manager started", controller_name=config.dispatcher.controller_name,
@@ -270,6 +281,22 @@ class ManagerGeneration:
 
     async def _reconcile_check(self, name: str) -> Result | None:
         return await self.check_reconciler.reconcile(name)
+
+    async def _reconcile_inventory(self, key: InventoryKey) -> Result | None:
+        return await self.inventory.reconcile(key) if self.inventory is not None else None
+
+
+def _inventory(config: Configuration, api: ApiClient, clusters: Informer, configs: Informer, checks: Informer,
+               workloads: Informer, profiles: Informer | None) -> InventoryReconciler | None:  # fmt: skip
+    """The inventory's reconciler, when ``dispatcher.inventory`` is configured."""
+    inventory = config.dispatcher.inventory
+    if inventory is None:
+        return None
+    return InventoryReconciler(
+        inventory, api, config.dispatcher.namespace, clusters=clusters, configs=configs, checks=checks,
+        workloads=workloads, profiles=profiles, batch=lambda: config.dispatcher.events_batch_period,
+        component=config.dispatcher.controller_name,
+    )  # fmt: skip
 
 
 def _integration(api: ApiClient, config: Configuration, kinds: ServedKinds, workloads: Informer, metrics: Metrics,

@@ -47,12 +47,16 @@ def rows_of(triggers: Triggers) -> list[Row]:
 
 def everything_configured() -> str:
     """A configuration under which every trigger is wired: a Kueue-mode kind with an integration, a Direct-mode kind,
-    and ClusterProfiles read through an access provider."""
+    ClusterProfiles read through an access provider, and workers kept from the inventory."""
     document = yaml.safe_load((ROOT / "examples/tekton/integration-config.yaml").read_text())
     document["multiKueue"]["externalFrameworks"].append({"name": "JobSet.v1alpha2.jobset.x-k8s.io"})
     document["dispatcher"]["adapters"].append({"name": "JobSet.v1alpha2.jobset.x-k8s.io", "mode": "Direct"})
     plugin = {"apiVersion": "client.authentication.k8s.io/v1", "command": "/plugin", "interactiveMode": "Never"}
     document["multiKueue"]["clusterProfile"] = {"accessProviders": [{"name": "fleet", "execConfig": plugin}]}
+    document["dispatcher"]["inventory"] = {
+        "clusterProfiles": {"selector": {}},
+        "multiKueueConfigs": [{"name": "fleet", "clusterSelector": {}}],
+    }
     return yaml.safe_dump(document)
 
 
@@ -77,7 +81,7 @@ async def test_the_trigger_table_is_what_the_generations_install() -> None:
         installed = rows_of(manager.triggers)
         assert set(manager.triggers) == {
             "multikueue_cluster", "multikueue_admissioncheck", "multikueue_direct", "multikueue_integration",
-            "multikueue_workload",
+            "multikueue_inventory", "multikueue_workload",
         }, "every controller of the manager has its triggers recorded"  # fmt: skip
         assert set(rows_of(worker.triggers)) <= set(installed), "a worker's integration is wired as the manager's"
         tg.cancel_scope.cancel()

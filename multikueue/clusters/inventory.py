@@ -1,0 +1,247 @@
+"""Workers kept from the cluster inventory: which MultiKueueClusters and MultiKueueConfig cluster lists should exist.
+
+Pure decisions, no I/O (``inventory_reconciler.py`` reads the caches and writes what these say), for Kueue's two open
+asks: a MultiKueueCluster made for each ClusterProfile a label selector matches (kueue#7716), and a MultiKueueConfig
+whose ``spec.clusters`` are the MultiKueueClusters a label selector matches (kueue#8156). Kueue's own objects keep
+their shapes, so Kueue reads what is made here as it reads what a person writes.
+
+- A MultiKueueCluster made here carries ``INVENTORY_LABEL: cluster-profile``, is named after its profile, names it
+  in ``spec.clusterSource.clusterProfileRef`` and carries the profile's labels (so cluster selectors can use them).
+  Only those are ever changed or deleted: one written by hand is left alone, even in a profile's way (said instead).
+- A MultiKueueConfig's list is the matching clusters' names, sorted, at most ``MAX_CLUSTERS`` (Kueue's schema). A
+  cluster that leaves the list while runs are recorded on it (a Workload's ``status.clusterName``) stays listed
+  until they are over or moved: out of the list, Kueue and this dispatcher would retry such a run at once, its copy
+  still there; listed but gone, the run waits ``workerLostTimeout`` as on any lost worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from multikueue.clusters.inventory_config import ObjectSelector
+from multikueue.kube.addresses import MULTIKUEUE_CLUSTERS, MULTIKUEUE_CONFIGS
+from multikueue.selectors import Selector, parse
+
+Object = dict[str, Any]
+
+INVENTORY_LABEL = "multikueue.x-k8s.io/inventory"
+"""On the MultiKueueClusters and MultiKueueConfigs this controller made: what it made them from."""
+FROM_PROFILE = "cluster-profile"
+FROM_SELECTOR = "cluster-selector"
+MAX_CLUSTERS = 20
+"""``MultiKueueConfig.spec.clusters`` ``maxItems`` in Kueue v0.19.2's v1beta2 CRD (and ``minItems`` 1)."""
+
+
+def selector(spec: ObjectSelector) -> Selector:
+    """The configured ``metav1.LabelSelector`` as a matcher (apimachinery's semantics, ``selectors.py``)."""
+    return parse(spec.text())
+
+
+def _labels(obj: Object | None) -> dict[str, str]:
+    return dict(((obj or {}).get("metadata") or {}).get("labels") or {})
+
+
+def _deleting(obj: Object | None) -> bool:
+    return bool(((obj or {}).get("metadata") or {}).get("deletionTimestamp"))
+
+
+def made_here(obj: Object | None, source: str) -> bool:
+    return _labels(obj).get(INVENTORY_LABEL) == source
+
+
+# ------------------------------------------------------------------------------------ MultiKueueClusters
+
+
+@dataclass(frozen=True)
+class CreateCluster:
+    body: Object
+
+
+@dataclass(frozen=True)
+class UpdateCluster:
+    name: str
+    patch: Object  # a JSON merge patch (the caller adds the resourceVersion it read)
+
+
+@dataclass(frozen=True)
+class DeleteCluster:
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True)
+class NameTaken:
+    """A matching profile whose name a MultiKueueCluster not made here already has: nothing is made for it."""
+
+    profile: str
+
+    @property
+    def message(self) -> str:
+        return (f'MultiKueueCluster "{self.profile}" exists and was not made from this ClusterProfile: it is left '
+                f"alone and no worker is made for this profile (rename one of them, or label the MultiKueueCluster "
+                f"{INVENTORY_LABEL}={FROM_PROFILE} to hand it over)")  # fmt: skip
+
+
+ClusterStep = CreateCluster | UpdateCluster | DeleteCluster | NameTaken
+
+
+def cluster_labels(profile: Object) -> dict[str, str]:
+    """The profile's labels, and the mark of a MultiKueueCluster made from one (a profile cannot set that key)."""
+    return {**{k: v for k, v in _labels(profile).items() if k != INVENTORY_LABEL}, INVENTORY_LABEL: FROM_PROFILE}
+
+
+def wanted_cluster(name: str, profile: Object) -> Object:
+    """The MultiKueueCluster for a ClusterProfile, in Kueue's v1beta2 shape."""
+    return {
+        "apiVersion": MULTIKUEUE_CLUSTERS.api_version,
+        "kind": MULTIKUEUE_CLUSTERS.kind,
+        "metadata": {"name": name, "labels": cluster_labels(profile)},
+        "spec": {"clusterSource": {"clusterProfileRef": {"name": name}}},
+    }
+
+
+def cluster_patch(existing: Object, wanted: Object) -> Object:
+    """The merge patch that makes a MultiKueueCluster made here what it should be (``{}`` when it is): its labels
+    exactly the wanted ones, its source the profile. Annotations and status are others' (the connection's)."""
+    patch: Object = {}
+    have, want = _labels(existing), wanted["metadata"]["labels"]
+    labels = {k: v for k, v in want.items() if have.get(k) != v} | {k: None for k in have if k not in want}
+    if labels:
+        patch["metadata"] = {"labels": labels}
+    source = (existing.get("spec") or {}).get("clusterSource") or {}
+    wanted_source = wanted["spec"]["clusterSource"]
+    if source != wanted_source:
+        patch["spec"] = {"clusterSource": {**{k: None for k in source if k not in wanted_source}, **wanted_source}}
+    return patch
+
+
+def cluster_step(name: str, profile: Object | None, existing: Object | None, matches: Selector) -> ClusterStep | None:
+    """What to do about the MultiKueueCluster ``name`` given the ClusterProfile of that name (None: there is none)."""
+    wanted = profile is not None and not _deleting(profile) and matches.matches(_labels(profile))
+    if existing is not None and not made_here(existing, FROM_PROFILE):
+        return NameTaken(name) if wanted else None
+    if _deleting(existing):
+        return None  # going already: made again, if still wanted, once it is gone
+    if not wanted or profile is None:
+        return DeleteCluster(name, str(existing["metadata"].get("uid", ""))) if existing is not None else None
+    body = wanted_cluster(name, profile)
+    if existing is None:
+        return CreateCluster(body)
+    patch = cluster_patch(existing, body)
+    return UpdateCluster(name, patch) if patch else None
+
+
+# ------------------------------------------------------------------------------------ MultiKueueConfigs
+
+
+@dataclass(frozen=True)
+class ConfigPlan:
+    """A MultiKueueConfig's list as it should be, and why it differs from the matching set."""
+
+    clusters: tuple[str, ...]  # sorted
+    matched: int = 0  # MultiKueueClusters the selector matches
+    left_out: tuple[str, ...] = ()  # matching, over Kueue's limit
+    draining: tuple[str, ...] = ()  # no longer matching (or gone), kept while runs are recorded there
+
+
+def plan_clusters(clusters: Iterable[Object], matches: Selector, current: Collection[str],
+                  holding: Collection[str], *, limit: int = MAX_CLUSTERS) -> ConfigPlan:  # fmt: skip
+    """The list of a MultiKueueConfig kept by ``matches``: the matching MultiKueueClusters, and those of ``current``
+    that no longer match but hold runs (``holding``), kept first when over ``limit``."""
+    matching = sorted(c["metadata"]["name"] for c in clusters if not _deleting(c) and matches.matches(_labels(c)))
+    draining = sorted(n for n in set(current) if n not in matching and n in holding)
+    room = max(limit - len(draining), 0)
+    names = sorted({*matching[:room], *draining[:limit]})
+    return ConfigPlan(tuple(names), len(matching), tuple(matching[room:]), tuple(draining))
+
+
+@dataclass(frozen=True)
+class CreateConfig:
+    body: Object
+
+
+@dataclass(frozen=True)
+class PatchConfig:
+    name: str
+    clusters: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DeleteConfig:
+    """Made here and no cluster left for it: Kueue's schema has no empty list, and a MultiKueueConfig that does not
+    exist is what "no workers" reads as (its AdmissionCheck inactive, nothing admitted through it)."""
+
+    name: str
+    uid: str
+
+
+@dataclass(frozen=True)
+class NoClusters:
+    """Written by someone else and no cluster left for it: its last list is left (it cannot be empty), and said."""
+
+    name: str
+
+
+ConfigStep = CreateConfig | PatchConfig | DeleteConfig | NoClusters
+
+
+def wanted_config(name: str, clusters: tuple[str, ...]) -> Object:
+    return {
+        "apiVersion": MULTIKUEUE_CONFIGS.api_version,
+        "kind": MULTIKUEUE_CONFIGS.kind,
+        "metadata": {"name": name, "labels": {INVENTORY_LABEL: FROM_SELECTOR}},
+        "spec": {"clusters": list(clusters)},
+    }
+
+
+def listed(config: Object | None) -> list[str]:
+    return [str(n) for n in ((config or {}).get("spec") or {}).get("clusters") or []]
+
+
+def config_step(name: str, plan: ConfigPlan, existing: Object | None) -> ConfigStep | None:
+    """What to do about the MultiKueueConfig ``name`` kept by selector."""
+    if _deleting(existing):
+        return None
+    if not plan.clusters:
+        if existing is None:
+            return None
+        if made_here(existing, FROM_SELECTOR):
+            return DeleteConfig(name, str(existing["metadata"].get("uid", "")))
+        return NoClusters(name)
+    if existing is None:
+        return CreateConfig(wanted_config(name, plan.clusters))
+    return PatchConfig(name, plan.clusters) if listed(existing) != list(plan.clusters) else None
+
+
+# ------------------------------------------------------------------------------------ runs recorded on a cluster
+
+
+def recorded_cluster(workload: Object) -> list[str]:
+    """A Workload's recorded worker (``status.clusterName``), as an index value."""
+    name = (workload.get("status") or {}).get("clusterName")
+    return [str(name)] if name else []
+
+
+def under_config(workload: Object, config: str, config_of_check: Callable[[str], str | None]) -> bool:
+    """Whether one of the Workload's admission checks takes its workers from the MultiKueueConfig ``config``."""
+    checks = (workload.get("status") or {}).get("admissionChecks") or []
+    return any(config_of_check(str(c.get("name", ""))) == config for c in checks)
+
+
+def reports(plan: ConfigPlan, step: ConfigStep | None, text: str) -> Mapping[str, tuple[str, str] | None]:
+    """What to tell on the MultiKueueConfig, by reason: (type, message), or None while it does not hold."""
+    over = (f'{plan.matched} MultiKueueClusters match clusterSelector "{text}" and a MultiKueueConfig lists at most '
+            f"{MAX_CLUSTERS}: left out {list(plan.left_out)}")  # fmt: skip
+    staying = (f"no longer selected, kept in the list while runs are recorded there (each waits workerLostTimeout "
+               f"if its worker is gone): {list(plan.draining)}")  # fmt: skip
+    none = (
+        f'no MultiKueueCluster matches clusterSelector "{text}"; this MultiKueueConfig was not made by the '
+        "dispatcher, so its last list is left (Kueue needs at least one cluster): delete it, or label a cluster"
+    )
+    return {
+        "TooManyClusters": ("Warning", over) if plan.left_out else None,
+        "ClustersKeptForRuns": ("Normal", staying) if plan.draining else None,
+        "NoMatchingClusters": ("Warning", none) if isinstance(step, NoClusters) else None,
+    }

@@ -1,0 +1,105 @@
+"""The inventory controller in a manager generation: wired only when ``dispatcher.inventory`` is configured, and each
+event routed to the keys it concerns (without an API server: nothing is started)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import anyio
+
+from multikueue.clusters.inventory import FROM_PROFILE, INVENTORY_LABEL
+from multikueue.clusters.inventory_reconciler import MULTIKUEUE_CLUSTER, MULTIKUEUE_CONFIG
+from multikueue.config import parse_configuration
+from multikueue.generation import ManagerGeneration
+from multikueue.kube.addresses import MULTIKUEUE_CLUSTERS, MULTIKUEUE_CONFIGS, WORKLOADS
+from multikueue.kube.client import ApiClient
+from multikueue.kube.kubeconfig import ClusterAccess
+from multikueue.metrics import Metrics
+from multikueue.runtime.informer import ADDED, MODIFIED, Informer, ObjectKey
+from tests.unit.test_generation import deliver, drain, unwarned
+
+CONFIG = """
+multiKueue:
+  clusterProfile:
+    accessProviders:
+    - {name: fleet, execConfig: {apiVersion: client.authentication.k8s.io/v1, command: /plugin, interactiveMode: Never}}
+dispatcher:
+  namespace: kueue-system
+  eventsBatchPeriod: 10ms
+  inventory:
+    clusterProfiles: {selector: {matchLabels: {fleet: "yes"}}}
+    multiKueueConfigs: [{name: fleet, clusterSelector: {}}, {name: gpu, clusterSelector: {matchLabels: {gpu: "1"}}}]
+"""
+
+
+def generation(tg: anyio.abc.TaskGroup, text: str = CONFIG) -> ManagerGeneration:
+    api = ApiClient(ClusterAccess(server="http://127.0.0.1:1"))
+    return ManagerGeneration(api, parse_configuration(text), {}, tg, metrics=Metrics(), temp_dir=None, warn=unwarned)
+
+
+def named(name: str, namespace: str | None = None, **labels: str) -> dict[str, Any]:
+    meta = {"name": name, "uid": f"uid-{name}", "labels": labels} | ({"namespace": namespace} if namespace else {})
+    return {"metadata": meta}
+
+
+def profiles_of(g: ManagerGeneration) -> Informer:
+    informers = [i for i in g.own_informers if "clusterprofiles" in i.source.description]
+    assert len(informers) == 1, [i.source.description for i in g.own_informers]
+    return informers[0]
+
+
+async def test_without_the_section_nothing_is_wired() -> None:
+    async with anyio.create_task_group() as tg:
+        g = generation(tg, "")
+        assert g.inventory is None
+        assert "multikueue_inventory" not in g.triggers
+        tg.cancel_scope.cancel()
+
+
+async def test_profiles_clusters_configs_and_runs_reach_the_keys_they_concern() -> None:
+    async with anyio.create_task_group() as tg:
+        g = generation(tg)
+        assert g.inventory is not None
+        queue = g.inventory_controller.queue
+
+        deliver(profiles_of(g), ADDED, named("east", "kueue-system", fleet="yes"))
+        assert await drain(queue) == [(MULTIKUEUE_CLUSTER, "east")]
+
+        # A MultiKueueCluster: the one of its name (a profile's, or in one's way), and every list kept by selector.
+        deliver(g.informers.of(MULTIKUEUE_CLUSTERS), MODIFIED, named("east"))
+        assert await drain(queue) == [(MULTIKUEUE_CLUSTER, "east"), (MULTIKUEUE_CONFIG, "fleet"),
+                                      (MULTIKUEUE_CONFIG, "gpu")]  # fmt: skip
+
+        deliver(g.informers.of(MULTIKUEUE_CONFIGS), MODIFIED, named("gpu"))
+        deliver(g.informers.of(MULTIKUEUE_CONFIGS), MODIFIED, named("someone-elses"))
+        assert await drain(queue) == [(MULTIKUEUE_CONFIG, "gpu")]
+
+        # The profiles listed at last (their CRD installed late): every profile and every cluster made from one.
+        made = named("west", **{INVENTORY_LABEL: FROM_PROFILE})
+        g.informers.of(MULTIKUEUE_CLUSTERS).store[ObjectKey("", "west")] = made
+        g.informers.of(MULTIKUEUE_CLUSTERS).store[ObjectKey("", "by-hand")] = named("by-hand")
+        profiles_of(g).store[ObjectKey("kueue-system", "east")] = named("east", "kueue-system")
+        profiles_of(g).connectivity.emit(True)
+        assert await drain(queue) == [(MULTIKUEUE_CLUSTER, "east"), (MULTIKUEUE_CLUSTER, "west")]
+
+        # Workloads matter only while a list keeps a cluster for its runs; then after the batch period.
+        workloads = g.informers.of(WORKLOADS)
+        deliver(workloads, MODIFIED, named("wl", "ns"))
+        assert await drain(queue) == []
+        assert queue.delayed == 0
+        g.inventory.kept_for_runs["fleet"] = ("gone",)
+        deliver(workloads, MODIFIED, named("wl", "ns"))
+        with anyio.fail_after(5):
+            assert await queue.get() == (MULTIKUEUE_CONFIG, "fleet")
+        tg.cancel_scope.cancel()
+
+
+async def test_lists_by_selector_need_no_profiles() -> None:
+    text = "dispatcher: {inventory: {multiKueueConfigs: [{name: fleet, clusterSelector: {}}]}}"
+    async with anyio.create_task_group() as tg:
+        g = generation(tg, text)
+        whats = [w.what for w in g.triggers["multikueue_inventory"]]
+        assert not any("ClusterProfiles" in w for w in whats), whats
+        deliver(g.informers.of(MULTIKUEUE_CLUSTERS), ADDED, named("east"))
+        assert await drain(g.inventory_controller.queue) == [(MULTIKUEUE_CONFIG, "fleet")]
+        tg.cancel_scope.cancel()
