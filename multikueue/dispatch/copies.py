@@ -134,14 +134,11 @@ async def sync(
             message = not_ours_message(adapter.gvk.kind, key, worker.name, origin)
             return Foreign(obj=obj, worker_obj=worker_obj, message=message, this_run=_copied_from(worker_obj, obj))
         return Adopted(obj=obj, worker_obj=mine)
-    if not run.made(worker_obj):
-        return Behind(obj=obj) if run.later(worker_obj) else await _stale(worker, adapter, obj, worker_obj)
-    going = bool(worker_obj["metadata"].get("deletionTimestamp"))
-    if want is Want.RUN and earlier_attempts and going and unmarked(worker_obj):
-        # A going copy made before copies carried their admission, after an eviction: taken as the earlier
-        # admission's (a finalizer holding it), never as this one's. A copy that carries its admission is judged by
-        # ``run.made`` above: this admission's own, deleted there by someone else, still has its final status mirrored.
-        return await _stale(worker, adapter, obj, worker_obj)
+    this_run = await _this_runs(worker, adapter, obj, worker_obj, run, renew=want is Want.RUN,
+                                earlier_attempts=earlier_attempts)  # fmt: skip
+    if isinstance(this_run, Stale):
+        return this_run
+    worker_obj = this_run
     await carry_spec(worker, adapter, obj, worker_obj)
     mirrored = await mirror.write(
         manager, adapter, obj, worker_obj, worker=worker.name, keep_conditions=keep_conditions,
@@ -154,6 +151,35 @@ async def sync(
         return synced
     return Finished(obj=synced.obj, worker_obj=worker_obj, written=synced.written, pruned=synced.pruned,
                     reason=done[0], message=done[1])  # fmt: skip
+
+
+async def _this_runs(worker: Worker, adapter: GenericAdapter, obj: Object, worker_obj: Object, run: Run, *,
+                     renew: bool, earlier_attempts: bool) -> Object | Stale:  # fmt: skip
+    """This origin's copy as this run's (marked as this admission's while it goes on: ``renew``), or ``Stale``."""
+    if not run.made(worker_obj):
+        return await _stale(worker, adapter, obj, worker_obj)
+    going = bool(worker_obj["metadata"].get("deletionTimestamp"))
+    if renew and earlier_attempts and going and unmarked(worker_obj):
+        # A going copy made before copies carried their admission, after an eviction: taken as the earlier
+        # admission's (a finalizer holding it), never as this one's. A copy that carries its admission is judged by
+        # ``run.made`` above: this admission's own, deleted there by someone else, still has its final status mirrored.
+        return await _stale(worker, adapter, obj, worker_obj)
+    if renew and not going and run.restamp(worker_obj):
+        return await _restamp(worker, adapter, worker_obj, run)
+    return worker_obj
+
+
+async def _restamp(worker: Worker, adapter: GenericAdapter, worker_obj: Object, run: Run) -> Object:
+    """Mark this run's running copy, made for another admission, as this one's (``Run.made``): deleted there later
+    by someone else, it still gives this admission its final status. Exactly that copy (its UID the precondition)."""
+    meta = worker_obj["metadata"]
+    patch = {"metadata": {"uid": meta.get("uid"), "annotations": {ATTEMPT_ANNOTATION: run.attempt}}}
+    marked = await _patch(worker, adapter.gvk, ObjectKey.of(worker_obj), patch, "mark the admission of")
+    worker.remember_copy(adapter.gvk, marked)
+    log.info("copy taken as this admission's", cluster=worker.name, kind=adapter.gvk.kind,
+             object=str(ObjectKey.of(worker_obj)), was=(meta.get("annotations") or {}).get(ATTEMPT_ANNOTATION),
+             attempt=run.attempt)  # fmt: skip
+    return marked
 
 
 async def _create(

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import datetime
 from dataclasses import dataclass
 from enum import Enum
 from typing import TYPE_CHECKING, Any
@@ -46,23 +45,28 @@ class Run:
         return cls(str(((obj or {}).get("metadata") or {}).get("uid") or ""), workload, attempt)
 
     def made(self, worker_obj: Object) -> bool:
-        """Whether ``worker_obj`` is this run's copy."""
-        annotations = (worker_obj.get("metadata") or {}).get("annotations") or {}
+        """Whether ``worker_obj`` is this run's copy. One being deleted must have been made for this admission: an
+        earlier admission's, held by a finalizer, has that admission's status. One still running is this run's
+        whatever admission it was made for (evicted, or its Workload made again, while this dispatcher did not look:
+        nothing removed it): it goes on as this admission's, as in Kueue (``restamp``), never deleted and run again."""
+        meta = worker_obj.get("metadata") or {}
+        annotations = meta.get("annotations") or {}
+        going = bool(meta.get("deletionTimestamp"))
         return (
             _same(self.uid, annotations.get(MANAGER_UID_ANNOTATION))
             and _same(self.workload, prebuilt_workload_of(worker_obj))
-            and _same(self.attempt, annotations.get(ATTEMPT_ANNOTATION))
+            and (not going or _same(self.attempt, annotations.get(ATTEMPT_ANNOTATION)))
         )
 
-    def later(self, worker_obj: Object) -> bool:
-        """Whether ``worker_obj`` was made for an admission after the one this run was read in: this process's view
-        of the Workload lags (a replica that took over, a cache behind), so the copy is never taken as an earlier
-        one's and deleted. Kueue reserves quota again only after it released it: a later admission was reserved
-        later (a Workload made again under the same name too)."""
-        found = ((worker_obj.get("metadata") or {}).get("annotations") or {}).get(ATTEMPT_ANNOTATION)
-        if not (self.attempt and found) or found == self.attempt:
+    def restamp(self, worker_obj: Object) -> bool:
+        """Whether ``worker_obj``, this run's running copy, should be marked as this admission's: it carries another
+        (or none), and not a later one of the same Workload (this process's view lags: a replica that took over, a
+        cache behind)."""
+        found = str(((worker_obj.get("metadata") or {}).get("annotations") or {}).get(ATTEMPT_ANNOTATION) or "")
+        if not self.attempt or found == self.attempt:
             return False
-        return _reserved_at(found) > _reserved_at(self.attempt)
+        same_workload = found.partition("/")[0] == self.attempt.partition("/")[0]
+        return not (same_workload and _evictions_of(found) > _evictions_of(self.attempt))
 
     __call__ = made
 
@@ -75,13 +79,10 @@ def _same(wanted: str, found: str | None) -> bool:
     return not (wanted and found and found != wanted)
 
 
-def _reserved_at(attempt: str) -> datetime.datetime:
-    """When an admission's quota was reserved (``uid/time``); the earliest time if unreadable (an older admission)."""
-    try:
-        at = datetime.datetime.fromisoformat(attempt.partition("/")[2])
-    except ValueError:
-        at = datetime.datetime.min
-    return at if at.tzinfo else at.replace(tzinfo=datetime.UTC)
+def _evictions_of(attempt: str) -> int:
+    """An admission's eviction count (``uid/reserved/evictions``); 0 where it has none or it cannot be read."""
+    count = attempt.rpartition("/")[2]
+    return int(count) if count.isdigit() and attempt.count("/") == 2 else 0
 
 
 def unmarked(worker_obj: Object) -> bool:
@@ -140,9 +141,7 @@ class Vanished:
 
 @dataclass(frozen=True, kw_only=True)
 class Behind:
-    """``Want.FINAL``: the worker has a newer copy than its cache held (now kept there): mirrored by the next pass.
-    Or the copy was made for a later admission than the one this pass read (``Run.later``): looked at again once the
-    Workload's cache catches up."""
+    """``Want.FINAL``: the worker has a newer copy than its cache held (now kept there): mirrored by the next pass."""
 
     obj: Object
 

@@ -295,7 +295,7 @@ class DirectReconciler:
     def dispatches(self, gvk: GroupVersionKind) -> bool:
         return gvk in self.adapters
 
-    async def wants(self, worker: str, gvk: GroupVersionKind, worker_obj: Object) -> bool:
+    async def wants(self, worker: Worker, gvk: GroupVersionKind, worker_obj: Object) -> bool:
         """Its object is placed on ``worker``, made for this very run (an earlier same-named run's copy never is),
         and not finished past its kind's retention. Another shard's copies (they carry its objects' labels) are left
         to it, and so is one whose object was relabelled into another shard since it was made."""
@@ -307,7 +307,7 @@ class DirectReconciler:
             return await self._outside_the_shard(gvk, obj_key) is not None
         return (
             copies.Run.of(obj).made(worker_obj)
-            and notes_of(obj).get(PLACEMENT_WORKER) == worker
+            and notes_of(obj).get(PLACEMENT_WORKER) == worker.name
             and (notes_of(obj).get(PLACEMENT_PHASE) not in (FINISHED, FAILED) or self._retained(gvk, obj))
         )
 

@@ -28,7 +28,7 @@ class Mode(Protocol):
     def dispatches(self, gvk: GroupVersionKind) -> bool:
         """Whether this mode dispatches the kind's runs."""
 
-    async def wants(self, worker: str, gvk: GroupVersionKind, worker_obj: Object) -> bool:
+    async def wants(self, worker: Worker, gvk: GroupVersionKind, worker_obj: Object) -> bool:
         """Whether a run still wants this copy on ``worker``."""
 
     async def remove(self, worker: Worker, gvk: GroupVersionKind, worker_obj: Object) -> bool:
@@ -60,6 +60,6 @@ class GarbageCollector:
     async def _collect_mode(self, name: str, worker: Worker, mode: Mode) -> None:
         for gvk in [g for g in worker.kinds() if mode.dispatches(g)]:
             for worker_obj in worker.copies(gvk):
-                if not await mode.wants(name, gvk, worker_obj) and await mode.remove(worker, gvk, worker_obj):
+                if not await mode.wants(worker, gvk, worker_obj) and await mode.remove(worker, gvk, worker_obj):
                     log.info("orphan copy deleted", cluster=name, kind=gvk.kind, object=str(ObjectKey.of(worker_obj)))
         await mode.sweep(worker)

@@ -220,6 +220,10 @@ class WorkloadReconciler:
             obj = await (await self._manager_objects(adapter.gvk)).get(obj_key.name, obj_key.namespace)
         if obj is None:
             raise LookupError(f"owner {adapter.gvk.kind} {obj_key} not found")
+        made_for = wl.owner_uid(workload)
+        if made_for and obj["metadata"].get("uid") != made_for:  # deleted and made again: another job's Workload
+            raise LookupError(f"owner {adapter.gvk.kind} {obj_key} (UID {made_for}) not found: the one of that name "
+                              f"is another ({obj['metadata'].get('uid')})")  # fmt: skip
         managed, reason = adapter.is_managed(obj)
         if not managed:
             await self.status.set_check(

@@ -102,9 +102,20 @@ class KueueGarbage:
     def dispatches(self, gvk: GroupVersionKind) -> bool:
         return self.kinds(gvk)
 
-    async def wants(self, worker: str, gvk: GroupVersionKind, worker_obj: Object) -> bool:
+    async def wants(self, worker: Worker, gvk: GroupVersionKind, worker_obj: Object) -> bool:
+        """Its manager Workload is there, and either records this worker, records none yet (the race goes on), or
+        this worker still holds its Workload copy (a loser's removal removes both). A copy on another worker with no
+        Workload copy beside it is an earlier admission's that a removal missed (its object was not in the worker's
+        cache yet, a moment after a reconnect): left, it would run beside the recorded one."""
         name = prebuilt_workload_of(worker_obj)
-        return not name or self.manager_workloads.get(ObjectKey(worker_obj["metadata"]["namespace"], name)) is not None
+        if not name:
+            return True
+        key = ObjectKey(worker_obj["metadata"]["namespace"], name)
+        workload = self.manager_workloads.get(key)
+        if workload is None:
+            return False
+        recorded = (workload.get("status") or {}).get("clusterName")
+        return not recorded or recorded == worker.name or worker.workload(key) is not None
 
     async def remove(self, worker: Worker, gvk: GroupVersionKind, worker_obj: Object) -> bool:
         key = ObjectKey(worker_obj["metadata"]["namespace"], prebuilt_workload_of(worker_obj) or "")

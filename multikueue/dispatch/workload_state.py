@@ -99,6 +99,18 @@ def owner(workload: Object) -> tuple[GroupVersionKind, str] | None:
     return GroupVersionKind(group, version, chosen.get("kind", "")), chosen.get("name", "")
 
 
+def owner_uid(workload: Object) -> str | None:
+    """The UID of the job the Workload was made for, where it says (the owner reference ``owner`` reads, else
+    Kueue's job-uid label): a same-named object made again since is another job."""
+    meta = workload["metadata"]
+    refs = meta.get("ownerReferences") or []
+    chosen = next((r for r in refs if r.get("controller")), refs[0] if refs else None)
+    annotations = meta.get("annotations") or {}
+    if chosen is not None and not (annotations.get(JOB_OWNER_GVK) and annotations.get(JOB_OWNER_NAME)):
+        return str(chosen.get("uid") or "") or None
+    return str((meta.get("labels") or {}).get(JOB_UID_LABEL) or "") or None
+
+
 def clone_for_create(workload: Object, origin: str) -> Object:
     """The worker copy of a Workload: name, namespace, labels (origin added, job UID dropped), annotations, spec."""
     meta = workload["metadata"]
@@ -208,14 +220,22 @@ def evicted_before(workload: Object) -> bool:
 
 
 def attempt(workload: Object) -> str:
-    """The admission the run is in ("" while its quota is not reserved): the Workload's UID (a Workload deleted and
-    made again under the same name is another) and when its quota was reserved (each re-admission after an eviction
-    reserves it again; Kueue keeps the time while the condition stays True)."""
+    """The admission the run is in ("" while its quota is not reserved): ``uid/reserved/evictions``. The Workload's
+    UID (a Workload deleted and made again under the same name is another), when its quota was reserved (each
+    re-admission reserves it again; Kueue keeps the time while the condition stays True), and how often it was
+    evicted (Kueue counts every eviction in ``schedulingStats``, in the eviction's own write: two admissions within
+    one second differ there). Compared for equality only: the time comes from whichever Kueue replica reserved."""
     reserved = condition(workload, QUOTA_RESERVED) or {}
     uid = (workload.get("metadata") or {}).get("uid")
     if reserved.get("status") != "True" or not uid:
         return ""
-    return f"{uid}/{reserved.get('lastTransitionTime') or ''}"
+    return f"{uid}/{reserved.get('lastTransitionTime') or ''}/{evictions(workload)}"
+
+
+def evictions(workload: Object) -> int:
+    """How often Kueue evicted the Workload (``status.schedulingStats.evictions``, by reason and cause)."""
+    counted = ((workload.get("status") or {}).get("schedulingStats") or {}).get("evictions") or []
+    return sum(int(e.get("count") or 0) for e in counted if isinstance(e, dict))
 
 
 def adopted_by(worker_wl: Object | None, kind: str, name: str) -> bool:

@@ -66,9 +66,9 @@ dispatcher:
         """The prebuilt Workload's name, as Kueue makes it from the owner's UID (none in Direct mode)."""
         return "" if self.direct else f"pipelinerun-{NAME}-{obj['metadata']['uid'][:5]}"
 
-    def attempt(self, workload_uid: str = "wl-1", reserved_at: str = "2026-08-01T10:00:00Z") -> str:
+    def attempt(self, workload_uid: str = "wl-1", reserved_at: str = "2026-08-01T10:00:00Z", evictions: int = 0) -> str:
         """The admission a copy is made for (``workload_state.attempt``; none in Direct mode)."""
-        return "" if self.direct else f"{workload_uid}/{reserved_at}"
+        return "" if self.direct else f"{workload_uid}/{reserved_at}/{evictions}"
 
     @property
     def keep_conditions(self) -> frozenset[str]:

@@ -7,6 +7,7 @@ import pytest
 
 from multikueue.dispatch import copies, run_lifecycle
 from multikueue.dispatch.copies import Want
+from multikueue.labels import ATTEMPT_ANNOTATION
 from tests.component.cases import FINISHED, KEY, MODES, NAME, NAMESPACE, Case, Mode, ago, mirrored, status
 
 EARLIER = "2026-08-01T09:00:00Z"  # an earlier admission's quota reservation
@@ -120,30 +121,46 @@ async def test_after_an_eviction_a_going_copy_an_older_version_made_is_taken_as_
     assert "a copy of this run being deleted there" in out.message
 
 
-@pytest.mark.parametrize("made_for", ["wl-1/2026-08-01T11:00:00Z", "wl-2/2026-08-01T11:00:00Z"])
-async def test_a_copy_made_for_a_later_admission_than_this_view_is_looked_at_again_never_deleted(made_for: str) -> None:
-    """A replica that took over (or a cache behind) reads the Workload as it was before an eviction, or before it was
-    made again: the copy there, made for the later admission, is never taken as an earlier one's and deleted; the
-    pass looks again once the Workload's cache catches up."""
+@pytest.mark.parametrize(
+    ("made_for", "marked"),
+    [
+        pytest.param("wl-1/2026-08-01T09:00:00Z/0", True, id="an earlier admission of this Workload"),
+        pytest.param("wl-0/2026-08-01T09:00:00Z/0", True, id="a Workload made again under the same name"),
+        pytest.param("", True, id="made by an older version"),
+        pytest.param("wl-1/2026-08-01T11:00:00Z/2", False, id="a later admission: this view lags"),
+    ],
+)
+async def test_a_running_copy_made_for_another_admission_goes_on_as_this_ones(made_for: str, marked: bool) -> None:
+    """Evicted (or its Workload made again) and admitted again while this dispatcher did not look: nothing removed
+    the copy, still running there. It is this run's (the same manager object): it goes on, marked as this
+    admission's, as in Kueue; never deleted and run again (an adversarial read found it deleted as stale and the
+    run then failed as deleted by someone else). A later admission's (this view lags) is left marked as it is."""
     mode = Mode("Kueue")
-    case = Case(mode, mode.adapter(FINISHED))  # this view: wl-1, reserved at 10:00
+    case = Case(mode, mode.adapter(FINISHED), attempt=mode.attempt(evictions=1))  # this view: wl-1, evicted once
     case.store.put(case.copy_of(state=status(), attempt=made_for))
     case.worker.relist()
 
     out = await case.sync(Want.RUN)
 
-    assert type(out) is copies.Behind, out
-    assert case.store.sent("delete") == [], "the later admission's copy is left alone"
-    assert case.manager.sent("patch_status") == [], "nor mirrored to a view that lags"
+    assert type(out) is copies.InSync, out
+    assert case.store.sent("delete") == [], "this run's copy is never deleted"
+    assert case.store.sent("create") == [], "nor made again beside it"
+    assert case.manager_status() == mirrored(case, status()), "its status is this run's"
+    stamped = ((case.there() or {}).get("metadata") or {}).get("annotations", {}).get(ATTEMPT_ANNOTATION, "")
+    assert stamped == (case.attempt if marked else made_for)
 
 
-async def test_an_unreadable_admission_on_a_copy_is_an_earlier_one() -> None:
-    """An admission whose time cannot be read (edited there by hand) is older than any: the copy is stale."""
+async def test_two_admissions_within_one_second_are_told_apart_by_the_eviction_count() -> None:
+    """Reserved again within the second the first admission's quota was (Kueue's times have a resolution of one
+    second), to w1 while the first admission's copy is held there: the eviction count tells them apart."""
     mode = Mode("Kueue")
-    case = Case(mode, mode.adapter(FINISHED))
-    case.store.put(case.copy_of(state=status(), attempt="wl-1/yesterday"))
+    case = Case(mode, mode.adapter(FINISHED), attempt=mode.attempt(evictions=1))
+    dying = case.copy_of(state=status("False", "cancelled by its deletion"), attempt=mode.attempt(evictions=0))
+    dying["metadata"].update(finalizers=["results.tekton.dev/pipelinerun"], deletionTimestamp=ago(1))
+    case.store.put(dying)
     case.worker.relist()
 
-    out = await case.sync(Want.RUN)
+    out = await case.sync(Want.RUN, earlier_attempts=True)
 
     assert type(out) is copies.Stale, out
+    assert case.manager.sent("patch_status") == [], "the earlier admission's status is not this one's"

@@ -29,7 +29,7 @@ class Orphans:
     def dispatches(self, gvk: GroupVersionKind) -> bool:
         return gvk == self.gvk
 
-    async def wants(self, worker: str, gvk: GroupVersionKind, worker_obj: Object) -> bool:
+    async def wants(self, worker: Worker, gvk: GroupVersionKind, worker_obj: Object) -> bool:
         return False
 
     async def remove(self, worker: Worker, gvk: GroupVersionKind, worker_obj: Object) -> bool:

@@ -121,7 +121,20 @@ def test_a_finished_runs_object_is_retained_from_the_finish_time_on_the_manager(
 def test_the_attempt_is_the_workloads_uid_and_when_its_quota_was_reserved() -> None:
     reserved = {"type": "QuotaReserved", "status": "True", "lastTransitionTime": "2026-08-01T10:00:00Z"}
     workload: dict[str, Any] = {"metadata": {"uid": "u-1"}, "status": {"conditions": [reserved]}}
-    assert wl.attempt(workload) == "u-1/2026-08-01T10:00:00Z"
+    assert wl.attempt(workload) == "u-1/2026-08-01T10:00:00Z/0"
+    evicted = {"evictions": [{"reason": "Preempted", "count": 2}, {"reason": "AdmissionCheck", "count": 1}]}
+    again = {"metadata": {"uid": "u-1"}, "status": {"conditions": [reserved], "schedulingStats": evicted}}
+    assert wl.attempt(again) == "u-1/2026-08-01T10:00:00Z/3", "every eviction counted"
     released = {**reserved, "status": "False"}
     assert wl.attempt({"metadata": {"uid": "u-1"}, "status": {"conditions": [released]}}) == "", "not admitted now"
     assert wl.attempt({"status": {"conditions": [reserved]}}) == "", "read before it had a UID"
+
+
+def test_the_owner_uid_is_the_one_the_owner_reference_names_else_the_job_uid_label() -> None:
+    refs = [{"apiVersion": "tekton.dev/v1", "kind": "PipelineRun", "name": "run", "uid": "u-1", "controller": True}]
+    assert wl.owner_uid(workload(ownerReferences=refs)) == "u-1"
+    labelled = workload(labels={wl.JOB_UID_LABEL: "u-2"},
+                        annotations={wl.JOB_OWNER_GVK: "LeaderWorkerSet.v1.leaderworkerset.x-k8s.io",
+                                     wl.JOB_OWNER_NAME: "lws"})  # fmt: skip
+    assert wl.owner_uid(labelled) == "u-2", "multi-owner annotations: the job-uid label"
+    assert wl.owner_uid(workload()) is None
