@@ -228,3 +228,90 @@ async def test_an_aged_low_key_moved_up_or_handed_out_is_not_handed_out_again() 
     with anyio.move_on_after(0.05) as scope:
         await q.get()
     assert scope.cancelled_caught
+
+
+async def idle_workers(q: WorkQueue[str], count: int, handled: list[str], tg: anyio.abc.TaskGroup,
+                       got: anyio.Event | None = None) -> None:  # fmt: skip
+    """``count`` workers that record each key (``got`` set at the first) and mark it done; idle on return."""
+
+    async def worker() -> None:
+        while True:
+            try:
+                key = await q.get()
+            except ShutDown:
+                return
+            handled.append(key)
+            if got is not None:
+                got.set()
+            await anyio.lowlevel.checkpoint()
+            q.done(key)
+
+    for _ in range(count):
+        tg.start_soon(worker)
+    await wait_all_tasks_blocked()
+
+
+async def test_a_key_wakes_one_idle_worker_not_all(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With 16 workers idle, a key added wakes one: the others stay asleep (a shared wake-up woke all 16 per key,
+    and 15 went back to sleep: most of a key's CPU at the dispatcher's concurrency)."""
+    q: WorkQueue[str] = WorkQueue()
+    handled: list[str] = []
+    idles = 0
+    idle = q._idle
+
+    async def counted() -> None:
+        nonlocal idles
+        idles += 1
+        await idle()
+
+    monkeypatch.setattr(q, "_idle", counted)
+    async with anyio.create_task_group() as tg:
+        await idle_workers(q, 16, handled, tg)
+        assert idles == 16
+        q.add("a")
+        await wait_all_tasks_blocked()
+        assert handled == ["a"]
+        assert idles == 17, "only the worker that took the key went idle again"
+        q.shut_down()
+
+
+async def test_keys_due_together_are_handled_by_several_workers_at_once() -> None:
+    """Three keys come due at the same moment: each goes to a worker of its own, none waits behind another."""
+    q: WorkQueue[str] = WorkQueue()
+    started: list[str] = []
+    all_started = anyio.Event()
+
+    async def worker() -> None:
+        key = await q.get()
+        started.append(key)
+        if len(started) == 3:
+            all_started.set()
+        await all_started.wait()  # each holds its key until all three are being handled
+        q.done(key)
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(4):
+            tg.start_soon(worker)
+        await wait_all_tasks_blocked()
+        for key in ("a", "b", "c"):
+            q.add_after(key, 0.05)
+        with anyio.fail_after(5):
+            await all_started.wait()
+        assert sorted(started) == ["a", "b", "c"]
+        tg.cancel_scope.cancel()
+
+
+async def test_a_delay_earlier_than_the_one_waited_for_is_handed_out_on_time() -> None:
+    """The timer worker waits for the earliest delayed key; an earlier one added later wakes it to wait less."""
+    q: WorkQueue[str] = WorkQueue()
+    handled: list[str] = []
+    got = anyio.Event()
+    async with anyio.create_task_group() as tg:
+        await idle_workers(q, 4, handled, tg, got)
+        q.add_after("late", 60)
+        await wait_all_tasks_blocked()
+        q.add_after("soon", 0.05)
+        with anyio.fail_after(5):
+            await got.wait()
+        assert handled == ["soon"]
+        q.shut_down()
