@@ -321,6 +321,7 @@ class WorkerConnection:
         assert self.api is not None
         for gvk in self.gvks:
             if gvk in self.objects and not self._removed(gvk):
+                self.kind_errors.pop(gvk, None)  # its informer lists it: a failed look-up since says nothing
                 continue
             try:
                 resource = await discover_resource(self.api, gvk)

@@ -84,7 +84,14 @@ class NameTaken:
                 f"{INVENTORY_LABEL}={FROM_PROFILE} to hand it over)")  # fmt: skip
 
 
-ClusterStep = CreateCluster | UpdateCluster | DeleteCluster | NameTaken
+@dataclass(frozen=True)
+class KeepForRuns:
+    """Made here and no longer wanted, but a run is recorded on it: kept until none is."""
+
+    name: str
+
+
+ClusterStep = CreateCluster | UpdateCluster | DeleteCluster | NameTaken | KeepForRuns
 
 
 def cluster_labels(profile: Object) -> dict[str, str]:
@@ -117,15 +124,21 @@ def cluster_patch(existing: Object, wanted: Object) -> Object:
     return patch
 
 
-def cluster_step(name: str, profile: Object | None, existing: Object | None, matches: Selector) -> ClusterStep | None:
-    """What to do about the MultiKueueCluster ``name`` given the ClusterProfile of that name (None: there is none)."""
+def cluster_step(name: str, profile: Object | None, existing: Object | None, matches: Selector, *,
+                 held: bool = False) -> ClusterStep | None:  # fmt: skip
+    """What to do about the MultiKueueCluster ``name`` given the ClusterProfile of that name (None: there is none).
+    ``held``: a run is recorded on it: one made here is kept until none is, even once its profile goes or stops
+    matching (deleted, its connection would go with it, and the run would be retried elsewhere while its copy still
+    runs there; kept, it keeps its recorded identity, so a profile made again for another cluster is refused)."""
     wanted = profile is not None and not _deleting(profile) and matches.matches(_labels(profile))
     if existing is not None and not made_here(existing, FROM_PROFILE):
         return NameTaken(name) if wanted else None
     if _deleting(existing):
         return None  # going already: made again, if still wanted, once it is gone
     if not wanted or profile is None:
-        return DeleteCluster(name, str(existing["metadata"].get("uid", ""))) if existing is not None else None
+        if existing is None:
+            return None
+        return KeepForRuns(name) if held else DeleteCluster(name, str(existing["metadata"].get("uid", "")))
     body = wanted_cluster(name, profile)
     if existing is None:
         return CreateCluster(body)
@@ -151,10 +164,12 @@ def plan_clusters(clusters: Iterable[Object], matches: Selector, current: Collec
     """The list of a MultiKueueConfig kept by ``matches``: the matching MultiKueueClusters, and those of ``current``
     that no longer match but hold runs (``holding``), kept first when over ``limit``."""
     matching = sorted(c["metadata"]["name"] for c in clusters if not _deleting(c) and matches.matches(_labels(c)))
-    draining = sorted(n for n in set(current) if n not in matching and n in holding)
-    room = max(limit - len(draining), 0)
-    names = sorted({*matching[:room], *draining[:limit]})
-    return ConfigPlan(tuple(names), len(matching), tuple(matching[room:]), tuple(draining))
+    kept = sorted(n for n in set(current) if n in holding)[:limit]  # a run recorded there: never cut
+    room = max(limit - len(kept), 0)
+    rest = [n for n in matching if n not in kept]
+    names = sorted({*kept, *rest[:room]})
+    draining = tuple(n for n in kept if n not in matching)
+    return ConfigPlan(tuple(names), len(matching), tuple(rest[room:]), draining)
 
 
 @dataclass(frozen=True)
@@ -219,9 +234,12 @@ def config_step(name: str, plan: ConfigPlan, existing: Object | None) -> ConfigS
 
 
 def recorded_cluster(workload: Object) -> list[str]:
-    """A Workload's recorded worker (``status.clusterName``), as an index value."""
+    """A Workload's recorded worker (``status.clusterName``) while its run is not finished, as an index value (a
+    finished Workload keeps its clusterName for as long as it exists: it holds nothing there)."""
     name = (workload.get("status") or {}).get("clusterName")
-    return [str(name)] if name else []
+    finished = any(c.get("type") == "Finished" and c.get("status") == "True"
+                   for c in (workload.get("status") or {}).get("conditions") or [])  # fmt: skip
+    return [str(name)] if name and not finished else []
 
 
 def under_config(workload: Object, config: str, config_of_check: Callable[[str], str | None]) -> bool:

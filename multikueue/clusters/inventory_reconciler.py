@@ -22,6 +22,7 @@ from multikueue.clusters.inventory import (
     CreateConfig,
     DeleteCluster,
     DeleteConfig,
+    KeepForRuns,
     NameTaken,
     PatchConfig,
     UpdateCluster,
@@ -85,6 +86,7 @@ class InventoryReconciler:
         self.component = component
         self.told: dict[tuple[str, str, str], str] = {}  # (kind, object, reason) -> the last message recorded
         self.kept_for_runs: dict[str, tuple[str, ...]] = {}  # MultiKueueConfig -> clusters listed only for runs
+        self.clusters_kept: set[str] = set()  # MultiKueueClusters made here kept only for the runs recorded there
         workloads.add_index(BY_RECORDED_CLUSTER, recorded_cluster)
 
     def watches(self) -> list[Watch[Key]]:
@@ -97,6 +99,9 @@ class InventoryReconciler:
                       lambda _: self._every_cluster()),
                 Watch("MultiKueueClusters: the one of that name (made from a profile, or in one's way)", self.clusters,
                       lambda c: [(MULTIKUEUE_CLUSTER, _name(c))]),
+                Watch("manager Workloads, while a MultiKueueCluster is kept for its runs: that MultiKueueCluster",
+                      self.workloads, lambda _: [(MULTIKUEUE_CLUSTER, n) for n in sorted(self.clusters_kept)],
+                      delay=self.batch),
             ]  # fmt: skip
         if self.kept:
             found += [
@@ -136,7 +141,8 @@ class InventoryReconciler:
             return Result()  # nothing is judged before the profiles are listed; their first list enqueues every key
         profile = self.profiles.get(ObjectKey(self.namespace, name))
         existing = self.clusters.get(ObjectKey("", name))
-        step = cluster_step(name, profile, existing, self.profile_selector)
+        held = bool(self.workloads.by_index(BY_RECORDED_CLUSTER, name))
+        step = cluster_step(name, profile, existing, self.profile_selector, held=held)
         told = ("Warning", step.message) if isinstance(step, NameTaken) else None
         if profile is not None:
             await self._tell(self._profile(profile), "MultiKueueClusterExists", told)
@@ -153,6 +159,11 @@ class InventoryReconciler:
             case DeleteCluster(uid=uid):
                 await self.cluster_objects.delete(name, uid=uid or None)
                 log.info("MultiKueueCluster deleted: its ClusterProfile is gone or no longer selected", cluster=name)
+            case KeepForRuns():
+                self.clusters_kept.add(name)  # a Workload's change looks again: deleted once no run is recorded there
+                log.info("MultiKueueCluster kept while runs are recorded there", cluster=name)
+                return Result(requeue_after=KEPT_RECHECK)
+        self.clusters_kept.discard(name)
         return Result()
 
     @staticmethod

@@ -7,11 +7,12 @@ answer (``WorkerWriteFailed``)."""
 from __future__ import annotations
 
 import datetime
+import json
 from typing import Any
 
 import structlog
 
-from multikueue.clusters.worker import LiveObjects, Worker
+from multikueue.clusters.worker import KindNotServed, LiveObjects, Worker
 from multikueue.dispatch.adapter import GenericAdapter
 from multikueue.dispatch.copy_outcomes import (  # re-exported (__all__): what ``sync`` finds
     ANY_RUN,
@@ -37,7 +38,7 @@ from multikueue.dispatch.copy_outcomes import (  # re-exported (__all__): what `
 from multikueue.dispatch.mirror import StatusMirror
 from multikueue.dispatch.writes import WorkerWriteFailed
 from multikueue.kube.addresses import GroupVersionKind
-from multikueue.kube.errors import Conflict, KubeError
+from multikueue.kube.errors import Conflict, KubeError, NotFound
 from multikueue.labels import ATTEMPT_ANNOTATION, MANAGER_UID_ANNOTATION, ORIGIN_LABEL
 from multikueue.runtime.informer import ObjectKey
 
@@ -108,7 +109,12 @@ async def sync(
     """
     key = ObjectKey.of(obj)
     run = Run.of(obj, workload_name, attempt)
-    worker.objects(adapter.gvk)  # KindNotServed, with the reason, before anything else
+    try:
+        worker.objects(adapter.gvk)  # KindNotServed, with the reason, before anything else
+    except KindNotServed as e:
+        if worker.serves(adapter.gvk) is not False:
+            raise  # not discovered yet, or discovery failed: whether it is served is not known
+        return _kind_gone(worker, adapter, obj, want=want, ran_there=ran_there, reason=str(e))
     worker_obj = worker.copy(adapter.gvk, key)  # the cache holds this origin's copies only
     if worker_obj is None:
         listed = worker.listed(adapter.gvk)
@@ -136,7 +142,7 @@ async def sync(
         return Adopted(obj=obj, worker_obj=mine)
     this_run = await _this_runs(worker, adapter, obj, worker_obj, run, renew=want is Want.RUN,
                                 earlier_attempts=earlier_attempts)  # fmt: skip
-    if isinstance(this_run, Stale):
+    if isinstance(this_run, Stale | Behind):
         return this_run
     worker_obj = this_run
     await carry_spec(worker, adapter, obj, worker_obj)
@@ -153,8 +159,27 @@ async def sync(
                     reason=done[0], message=done[1])  # fmt: skip
 
 
+def _kind_gone(worker: Worker, adapter: GenericAdapter, obj: Object, *, want: Want, ran_there: bool,
+               reason: str) -> Absent | Gone | CreateRefused:  # fmt: skip
+    """The worker no longer serves the kind (its CRD removed there, every object of it with it): what a read of
+    the copy would have found (404), so the run's lifecycle goes on rather than retrying for ever. Ran there (or
+    ended there): gone before its final status came; never there: the create is refused there."""
+    key = ObjectKey.of(obj)
+    if want is Want.OBSERVE:
+        return Absent(obj=obj)
+    if ran_there or want is Want.FINAL:
+        message = (f"{adapter.gvk.kind} {key} on worker {worker.name} is gone with its kind ({reason}) before its "
+                   "final status reached the manager: it is not run again, and the status shown is the last one "
+                   "mirrored")  # fmt: skip
+        log.warning("kind removed from worker under a run", cluster=worker.name, kind=adapter.gvk.kind, object=str(key))
+        return Gone(obj=obj, message=message)
+    answer = NotFound(404, "NotFound", json.dumps({"reason": "NotFound", "message": reason}))
+    error = WorkerWriteFailed(worker.name, "create", adapter.gvk.kind, key.namespace, key.name, answer)
+    return CreateRefused(obj=obj, error=error)
+
+
 async def _this_runs(worker: Worker, adapter: GenericAdapter, obj: Object, worker_obj: Object, run: Run, *,
-                     renew: bool, earlier_attempts: bool) -> Object | Stale:  # fmt: skip
+                     renew: bool, earlier_attempts: bool) -> Object | Stale | Behind:  # fmt: skip
     """This origin's copy as this run's (marked as this admission's while it goes on: ``renew``), or ``Stale``."""
     if not run.made(worker_obj):
         return await _stale(worker, adapter, obj, worker_obj)
@@ -165,20 +190,29 @@ async def _this_runs(worker: Worker, adapter: GenericAdapter, obj: Object, worke
         # ``run.made`` above: this admission's own, deleted there by someone else, still has its final status mirrored.
         return await _stale(worker, adapter, obj, worker_obj)
     if renew and not going and run.restamp(worker_obj):
-        return await _restamp(worker, adapter, worker_obj, run)
+        marked = await _restamp(worker, adapter, worker_obj, run)
+        return marked if marked is not None else Behind(obj=obj)
     return worker_obj
 
 
-async def _restamp(worker: Worker, adapter: GenericAdapter, worker_obj: Object, run: Run) -> Object:
+async def _restamp(worker: Worker, adapter: GenericAdapter, worker_obj: Object, run: Run) -> Object | None:
     """Mark this run's running copy, made for another admission, as this one's (``Run.made``): deleted there later
-    by someone else, it still gives this admission its final status. Exactly that copy (its UID the precondition)."""
-    meta = worker_obj["metadata"]
-    patch = {"metadata": {"uid": meta.get("uid"), "annotations": {ATTEMPT_ANNOTATION: run.attempt}}}
-    marked = await _patch(worker, adapter.gvk, ObjectKey.of(worker_obj), patch, "mark the admission of")
+    by someone else, it still gives this admission its final status. Exactly the copy the cache holds (its
+    resourceVersion the precondition): one changed since (its deletion begun, say) is looked at again (``None``)."""
+    meta, key = worker_obj["metadata"], ObjectKey.of(worker_obj)
+    patch = {
+        "metadata": {"resourceVersion": meta.get("resourceVersion"), "annotations": {ATTEMPT_ANNOTATION: run.attempt}}
+    }
+    try:
+        marked: Object = await worker.objects(adapter.gvk).patch(key.name, patch, key.namespace)
+    except Conflict:
+        return None
+    except WRITE_FAILURES as e:
+        raise WorkerWriteFailed(worker.name, "mark the admission of", adapter.gvk.kind, key.namespace, key.name,
+                                e) from None  # fmt: skip
     worker.remember_copy(adapter.gvk, marked)
-    log.info("copy taken as this admission's", cluster=worker.name, kind=adapter.gvk.kind,
-             object=str(ObjectKey.of(worker_obj)), was=(meta.get("annotations") or {}).get(ATTEMPT_ANNOTATION),
-             attempt=run.attempt)  # fmt: skip
+    log.info("copy taken as this admission's", cluster=worker.name, kind=adapter.gvk.kind, object=str(key),
+             was=(meta.get("annotations") or {}).get(ATTEMPT_ANNOTATION), attempt=run.attempt)  # fmt: skip
     return marked
 
 

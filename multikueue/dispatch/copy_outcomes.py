@@ -141,7 +141,8 @@ class Vanished:
 
 @dataclass(frozen=True, kw_only=True)
 class Behind:
-    """``Want.FINAL``: the worker has a newer copy than its cache held (now kept there): mirrored by the next pass."""
+    """The worker has a newer copy than its cache held: ``Want.FINAL``, read live (now kept there), mirrored by the
+    next pass; or changed since the cache saw it (a mark of this admission refused): looked at again."""
 
     obj: Object
 

@@ -288,7 +288,8 @@ def _the_winner(group: Group) -> str | None:
     holding = {c: w for c, w in admitted.items() if group.holding.get(c)}
     # A worker the run's selection leaves out (its labels changed during the race) does not win, unless it
     # already holds the run: that copy is removed with the other nominations instead.
-    allowed = {c: w for c, w in admitted.items() if group.selection.allows(c)}
+    # Nor does one that no longer serves the kind (its CRD removed since it was nominated): nothing can run there.
+    allowed = {c: w for c, w in admitted.items() if group.selection.allows(c) and group.serving.get(c) is not False}
     found = wl.earliest_true(holding or allowed, wl.ADMITTED)
     return found[0] if found is not None else None
 
@@ -329,13 +330,15 @@ def _nominate(group: Group) -> Step:
             return GiveUp(reasons)
         requeue = min(requeue or math.inf, left)
     return Nominate(nominated, patch, copy_to, remove_from, missing, requeue, started, unmatched, reasons is not None,
-                    left_out=_lacking_kind(group))  # fmt: skip
+                    left_out=_lacking_kind(group, nominated))  # fmt: skip
 
 
-def _lacking_kind(group: Group) -> str | None:
+def _lacking_kind(group: Group, nominated: tuple[str, ...]) -> str | None:
     """The connected workers left out of the nominations because they do not serve the run's kind (its CRD not
-    there), named: the run waits on the others, and the user reads why."""
-    lacking = [c for c in group.connected if group.serving.get(c) is False and group.selection.allows(c)]
+    there), named: the run waits on the others, and the user reads why. (An external dispatcher's nominations are
+    its own: a worker it names is never said to be left out.)"""
+    lacking = [c for c in group.connected
+               if group.serving.get(c) is False and group.selection.allows(c) and c not in nominated]  # fmt: skip
     if not lacking:
         return None
     return f"{LEFT_OUT}{', '.join(lacking)}: {'does' if len(lacking) == 1 else 'do'} not serve {group.kind}"
@@ -346,7 +349,12 @@ LEFT_OUT = "Not nominated: "  # the check's message while workers lacking the ki
 
 def _copies_for(group: Group, nominated: tuple[str, ...]) -> tuple[tuple[str, ...], ...]:
     """(workers to copy to, to remove the copy from, nominated but not connected)."""
-    copy_to = tuple(c for c in group.connected if c in nominated and c not in group.worker_copies)
+    # Never to a worker lacking the kind (an external dispatcher may name one).
+    copy_to = tuple(
+        c
+        for c in group.connected
+        if c in nominated and c not in group.worker_copies and group.serving.get(c) is not False
+    )
     # A copy on a worker not known yet to serve the kind is kept, not judged.
     known = [c for c in group.connected if group.serving.get(c) is not None]
     remove_from = tuple(c for c in known if c not in nominated and c in group.worker_copies)
@@ -405,7 +413,8 @@ def _next_round(group: Group, current: tuple[str, ...]) -> tuple[tuple[str, ...]
     started = group.round_started
     if started is not None and group.now - started <= group.round_length:
         return current, False, group.round_length - (group.now - started), None
-    remaining = [c for c in group.clusters if c not in current and group.selection.allows(c)]
+    remaining = [c for c in group.clusters
+                 if c not in current and group.selection.allows(c) and group.serving.get(c) is not False]  # fmt: skip
     if not remaining:
         return current, False, None, None  # Kueue reports "no more workers to nominate"; nothing left to add
     return (*current, *remaining[: group.step_size]), True, group.round_length, group.now

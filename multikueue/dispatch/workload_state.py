@@ -229,7 +229,9 @@ def attempt(workload: Object) -> str:
     uid = (workload.get("metadata") or {}).get("uid")
     if reserved.get("status") != "True" or not uid:
         return ""
-    return f"{uid}/{reserved.get('lastTransitionTime') or ''}/{evictions(workload)}"
+    # Kueue counts the eviction as it begins, while the quota is still reserved: the admission under way is the same.
+    under_way = 1 if is_true(workload, EVICTED) else 0
+    return f"{uid}/{reserved.get('lastTransitionTime') or ''}/{max(evictions(workload) - under_way, 0)}"
 
 
 def evictions(workload: Object) -> int:

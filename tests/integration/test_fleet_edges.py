@@ -1,0 +1,273 @@
+"""Edges of a mixed fleet and of workers kept from the inventory, from an adversarial read of 85b3fd6 and 3266950,
+against the test bed's real API servers: each test is a sequence that left a run stuck, ran it twice, or told
+something false, and failed on those commits for that reason (its docstring says which).
+tests/component/test_fleet_edges.py shows the decisions behind some of them without a bed."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+import yaml
+from aiohttp import web
+
+from multikueue.kube.client import ApiClient
+from multikueue_testbed import TestBed, crds, kueue
+from multikueue_testbed.apiproxy import ApiProxy
+from multikueue_testbed.objects import running_status
+from multikueue_testbed.waiting import eventually, wait_until
+from tests.integration import test_inventory
+from tests.integration.scenario import Scenario
+from tests.integration.test_cluster_profiles import plugin
+from tests.integration.test_inventory import WORKERS, _fleet, _told, apis
+from tests.integration.test_mixed_fleet import (
+    GROUP,
+    PHASE,
+    Fleet,
+    active_message,
+    create,
+    discovered,
+    fleet,
+    mixed,
+    notes,
+    placed_on,
+    record,
+    submit,
+    unavailable,
+)
+
+__all__ = ["apis", "fleet", "plugin"]  # fixtures, used by name
+
+Object = dict[str, Any]
+
+
+def _check(s: Scenario, workload: Any) -> dict[str, Any]:
+    """This scenario's admission check on the manager Workload (state and message)."""
+    checks = ((workload or {}).get("status") or {}).get("admissionChecks") or []
+    return next((c for c in checks if c["name"] == s.names["check"]), {})
+
+
+def _finished(workload: Any) -> str | None:
+    """The message of the Workload's ``Finished`` condition (None while it is not finished)."""
+    conditions = ((workload or {}).get("status") or {}).get("conditions") or []
+    return next((str(c.get("message")) for c in conditions if c["type"] == "Finished" and c["status"] == "True"), None)
+
+
+async def _ended_while_running(s: Scenario, wl: str, run: str, worker: str, seconds: float) -> str | None:
+    """Watch for ``seconds`` (bounded) for what must not happen: the run's Workload retried (Retry: admitted again
+    elsewhere) or finished while its copy is still on ``worker``. What was seen when it happened, else None."""
+    with anyio.move_on_after(seconds):
+        while True:
+            workload = await s.workloads("manager").get(wl, s.namespace)
+            state, there = _check(s, workload).get("state"), await s.runs(worker).get(run, s.namespace)
+            if there is not None and (state == "Retry" or _finished(workload) is not None):
+                return (f"{run} still runs on {worker} and its Workload is {state} ("
+                        f"{_check(s, workload).get('message')!r}), finished: {_finished(workload)!r}")  # fmt: skip
+            await anyio.sleep(0.2)
+    return None
+
+
+# ------------------------------------------------------------------------------------------------- 85b3fd6
+
+
+@dataclass(frozen=True)
+class SlowEvents(Fleet):
+    """The mixed fleet, worker events batched over 2 s (``dispatcher.eventsBatchPeriod``; Kueue's own is 1 s): the
+    pass a copy's deletion brings comes after the dispatcher has looked the kind up again, as it does for most runs
+    on a worker holding many (each pass reads the worker, at its client's rate)."""
+
+    def config(self) -> str:
+        document = yaml.safe_load(super().config())
+        document.setdefault("dispatcher", {})["eventsBatchPeriod"] = "2s"
+        return str(yaml.safe_dump(document))
+
+
+@mixed(SlowEvents("Stroke", "Direct", on_worker2=True))
+async def test_direct_mode_a_run_whose_crd_is_removed_from_its_worker_ends_or_is_told(
+    fleet: Fleet, scenario: Scenario
+) -> None:
+    """A Direct-mode run placed on worker2 and running there (its status mirrored); the kind's CRD is removed from
+    worker2, its copy with it. 85b3fd6 stops the kind's informer there and drops its resource about a second later;
+    every pass over the run after that raises ``KindNotServed`` from ``copies.sync`` before anything is decided or
+    written: the run stays ``Placed`` on worker2 with its last status (``Running``) for ever, nothing said, the
+    controller retrying up to every 300 s. A pass that came before the drop read the copy gone (404): ``Gone``,
+    Failed with ``CopyDeleted``, as every pass did before 85b3fd6. The wait covers workerLostTimeout (10 s), so a fix
+    that first waits for the kind to come back passes too."""
+    s = scenario
+    strokes = s.objects("manager", fleet.resource)
+    await create(s, fleet, "s-1")
+    assert await placed_on(s, strokes, "s-1") == "worker1"  # worker1 full (maxPerWorker: 1)
+    await create(s, fleet, "s-2")
+    assert await placed_on(s, strokes, "s-2") == "worker2"
+    await s.objects("worker2", fleet.resource).patch_status("s-2", {"status": {"phase": "Running"}}, s.namespace)
+    await s.wait(strokes, "s-2", lambda o: (o.get("status") or {}).get("phase") == "Running", "s-2's status mirrored")
+
+    await crds.remove_crd(s.api["worker2"], fleet.crd())
+    await eventually(lambda: discovered(s.api["worker2"], fleet), until=lambda d: not d, what="the CRD gone")
+    await eventually(lambda: active_message(s, "worker2"), until=lambda m: m.startswith(unavailable(fleet)),
+                     timeout=15, what="the dispatcher noticing worker2 no longer serves the kind")  # fmt: skip
+    await eventually(lambda: strokes.get("s-2", s.namespace), timeout=25,
+                     until=lambda o: notes(o).get(PHASE) != "Placed" or record(o).get("reason") != "Placed",
+                     what="s-2 ended, moved or told after its kind left worker2")  # fmt: skip
+
+
+@dataclass(frozen=True)
+class Incremental(Fleet):
+    """The mixed fleet in Kueue mode with Kueue's Incremental dispatcher (rounds of three workers, config order)."""
+
+    def config(self) -> str:
+        document = yaml.safe_load(super().config())
+        document["multiKueue"]["dispatcherName"] = "kueue.x-k8s.io/multikueue-dispatcher-incremental"
+        return str(yaml.safe_dump(document))
+
+
+@mixed(Incremental("Smudge", "Kueue"))
+async def test_kueue_incremental_a_worker_lacking_the_kind_is_not_nominated_and_cannot_win(
+    fleet: Fleet, scenario: Scenario
+) -> None:
+    """worker2 lacks the kind. AllAtOnce leaves it out; Incremental nominates it all the same (``_next_round`` and
+    ``_copies_for`` never read ``serving``) and copies the Workload there, while the check says 85b3fd6's
+    ``Not nominated: worker2: does not serve ...``: false. worker2's Kueue admits that copy (a prebuilt Workload needs
+    no CRD) and ``_the_winner`` takes it: recorded on worker2 (``clusterName`` cannot change but through an
+    eviction), its create raising ``KindNotServed`` on every pass, told nowhere: stuck for ever, quota held."""
+    s = scenario
+    w2 = s.names["worker2"]
+    wl = await submit(s, fleet, "m-1")
+    workload = await s.wait(s.workloads("manager"), wl, lambda w: bool(_check(s, w).get("message")), "a message")
+    nominated = (workload.get("status") or {}).get("nominatedClusterNames") or []
+    message = str(_check(s, workload).get("message"))
+    assert not (message.startswith(f"Not nominated: {w2}") and w2 in nominated), (message, nominated)
+    assert await s.workloads("worker2").get(wl, s.namespace) is None, "copied to a worker that cannot run it"
+
+
+class CountingProxy(ApiProxy):
+    """The bed's proxy, counting the held requests whose callers still wait for them (a caller that gives up closes
+    its connection, and the proxy's handler ends with it)."""
+
+    waiting = 0
+
+    async def _forward(self, request: web.Request) -> web.StreamResponse:
+        held = self._held
+        counted = (held is not None and request.method == held[0] and request.path.endswith(held[1])
+                   and request.query.get("watch") not in ("true", "1"))  # fmt: skip
+        self.waiting += counted
+        try:
+            return await super()._forward(request)
+        finally:
+            self.waiting -= counted
+
+
+class TestAKindBackAfterAFailedLookUp:
+    """worker2 reached through the bed's proxy (``multikueue_testbed.apiproxy``), whose ``hold`` keeps the kind's
+    discovery request unanswered: a look-up that fails for another reason than the kind being absent."""
+
+    @pytest.fixture
+    async def proxy(self, testbed: TestBed) -> AsyncIterator[CountingProxy]:
+        proxy = CountingProxy(testbed.cluster("worker2"))
+        async with proxy:
+            yield proxy
+
+    @pytest.fixture
+    def worker_kubeconfigs(self, proxy: CountingProxy) -> dict[str, Any]:
+        return {"worker2": proxy.kubeconfig}
+
+    @mixed(Fleet("Dab", "Direct", on_worker2=True))
+    async def test_the_worker_says_it_serves_the_kind_again_once_its_informer_lists_it(
+        self, fleet: Fleet, scenario: Scenario, proxy: CountingProxy
+    ) -> None:
+        """The CRD removed from worker2: its list answers 404, so 85b3fd6 looks the kind up again, and that look-up
+        fails (no answer: a timeout, a 503), which ``refresh_kinds`` records in ``kind_errors`` while the informer
+        stays. The CRD comes back and the informer lists it again by itself; from then on ``refresh_kinds`` skips the
+        kind (watched, not 404) before the line that clears ``kind_errors``: the MultiKueueCluster says ``unavailable
+        kinds: Dab...`` for ever (and the reconciler keeps looking every 30 s) while worker2 serves and runs it."""
+        s = scenario
+        name = s.names["worker2"]
+        await eventually(lambda: active_message(s, "worker2"), until=lambda m: m == "Connected", what="Connected")
+        proxy.hold("GET", f"/apis/{GROUP}/v1")
+        await crds.remove_crd(s.api["worker2"], fleet.crd())
+        await eventually(lambda: active_message(s, "worker2"), until=lambda m: m.startswith(unavailable(fleet)),
+                         timeout=20, what="the failed look-up said on worker2's MultiKueueCluster")  # fmt: skip
+        await crds.install_crds(s.api["worker2"], [fleet.crd()])
+        assert s.manager is not None
+        connection = s.manager.generation.cluster_reconciler.connections[name]
+        informers = [i for g, i in connection.objects.items() if g.kind == fleet.kind]
+        assert informers, "the kind's informer was kept through the failed look-up"
+        await wait_until(lambda: informers[0].connected, timeout=40, what="the kind listed again on worker2")
+        # Let go once no held look-up waits any more (each has given up): a look-up answered now would hide the case.
+        await wait_until(lambda: proxy.waiting == 0, timeout=10, what="the held look-ups given up")
+        proxy.release()
+        await eventually(lambda: active_message(s, "worker2"), until=lambda m: m == "Connected", timeout=15,
+                         what="worker2 said to serve the kind again")  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------------- 3266950
+
+
+async def _admitted_on(f: test_inventory.Fleet, name: str, worker: str, *, mirrored: bool = False) -> str:
+    """A run dispatched to both workers, admitted on ``worker`` and running there (its status mirrored when
+    ``mirrored``); its Workload's name."""
+    s = f.s
+    _, workload = await s.submit(name)
+    wl: str = workload["metadata"]["name"]
+    await s.copied(wl, *WORKERS)
+    await kueue.admit(s.api[worker], wl, s.namespace)
+    await s.check_state(wl, state="Ready", message=f'The workload was admitted on "{f.cluster_name(worker)}"')
+    await s.wait(s.runs(worker), name, lambda r: r is not None, f"{name} on {worker}")
+    if mirrored:
+        await s.runs(worker).patch_status(name, {"status": running_status(name)}, s.namespace)
+        await s.wait(s.runs("manager"), name, lambda r: "status" in r, f"{name}'s status mirrored")
+    return wl
+
+
+async def test_a_cluster_kept_listed_for_a_run_leaves_the_list_once_that_run_has_finished(
+    testbed: TestBed, namespace: str, apis: dict[str, ApiClient], plugin: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """worker2 leaves the pool while a run is recorded there: kept listed (right). The run finishes; its manager
+    Workload stays (Kueue keeps finished Workloads by default, its object until pruned) with ``status.clusterName``
+    still worker2, and ``recorded_cluster``/``_runs_recorded`` count it: worker2 stays listed for as long as that
+    finished Workload exists, and keeps being nominated to new runs, though no run is on it any more."""
+    async with _fleet(testbed, namespace, apis, plugin, tmp_path) as f:
+        s = f.s
+        for worker in WORKERS:
+            await f.publish(worker, **{"inventory-test": namespace, "pool": "batch"})
+            await f.connected(worker)
+        await f.listed(*WORKERS)
+        wl = await _admitted_on(f, "drains", "worker2", mirrored=True)
+
+        await f.label("worker2", pool="gpu")  # out of the pool; its MultiKueueCluster stays
+        await _told(f.api, "default", f.config_name, "ClustersKeptForRuns")
+        await f.listed(*WORKERS)
+
+        await kueue.finish(s.api["worker2"], wl, namespace)
+        await s.wait(s.workloads("manager"), wl, lambda w: _finished(w) is not None, "finished on the manager")
+        await s.wait(s.runs("worker2"), "drains", lambda r: r is None, "its copy removed from worker2")
+        await f.listed("worker1", timeout=15)
+
+
+async def test_a_profile_no_longer_selected_does_not_drop_a_worker_whose_run_still_runs_there(
+    testbed: TestBed, namespace: str, apis: dict[str, ApiClient], plugin: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """worker1's ClusterProfile loses the selected label (a pool change; the cluster is healthy, its profile still
+    there) while a run runs on it. 3266950 deletes the MultiKueueCluster at once, so its connection goes; the list
+    keeps it for the run, which waits workerLostTimeout as for a lost worker, then Retry: Kueue admits it again
+    elsewhere while its copy still runs on worker1, and with no connection left to worker1 that copy is never
+    deleted (no garbage collection there): the run runs twice."""
+    async with _fleet(testbed, namespace, apis, plugin, tmp_path) as f:
+        s = f.s
+        for worker in WORKERS:
+            await f.publish(worker, **{"inventory-test": namespace, "pool": "batch"})
+            await f.connected(worker)
+        await f.listed(*WORKERS)
+        wl = await _admitted_on(f, "runs-on", "worker1")
+
+        await f.label("worker1", **{"inventory-test": None})
+        seen = await _ended_while_running(s, wl, "runs-on", "worker1", test_inventory.LOST_TIMEOUT + 10)
+    assert seen is None, seen
+
+
+def _active(cluster: Object) -> Object | None:
+    return next((c for c in (cluster.get("status") or {}).get("conditions") or [] if c["type"] == "Active"), None)
