@@ -123,6 +123,10 @@ class WorkerConnection:
         self.kind_errors: dict[GroupVersionKind, str] = {}
         self.unserved: set[GroupVersionKind] = set()  # discovery said no (404): not a transient error
         self._kinds_checked = False  # `connected` waits for the first discovery: "no kinds yet" is not "no kinds"
+        # `connected` waits for the owner to check where the connection leads (the cluster's identity): until then
+        # no pass reads its caches (those of another cluster, a moment before it is refused, would say the runs
+        # recorded there are gone).
+        self.vetted = False
         self._scope: anyio.CancelScope | None = None
         self._stopped = anyio.Event()
         self._informers: TaskGroup | None = None
@@ -137,7 +141,7 @@ class WorkerConnection:
     @property
     def connected(self) -> bool:
         return (self.workloads is not None and self.workloads.connected and self.unreachable_since is None
-                and self._kinds_checked)  # fmt: skip
+                and self._kinds_checked and self.vetted)  # fmt: skip
 
     def serves(self, gvk: GroupVersionKind) -> bool | None:
         """Whether the worker serves the kind: ``None`` while unknown (not discovered yet, or discovery failed for a
@@ -394,6 +398,7 @@ class WorkerConnection:
         self.resources.clear()
         self.unserved.clear()
         self._kinds_checked = False
+        self.vetted = False
         self.unreachable_since, self.probe_error = None, None
         self.warnings.clear()
 

@@ -252,6 +252,7 @@ class ClusterReconciler:
             await connection.close()
             await self._set_active(cluster, False, *refused)
             return Result(requeue_after=retry_after(7))  # looked at again if the cause goes away
+        connection.vetted = True
         self._connection_changed(name)
         return cluster
 
@@ -303,6 +304,7 @@ class ClusterReconciler:
             await candidate.close()
             log.warning("kubeconfig refused", cluster=name, reason=refused[0], message=refused[1])
             return refused
+        candidate.vetted = True
         await self.drop(name)
         self.connections[name] = candidate
         await self._record_identity(cluster, candidate)  # the next pass reads the MultiKueueCluster afresh

@@ -19,10 +19,11 @@ from multikueue.kube.client import ApiClient
 from multikueue_testbed import TestBed, crds, kueue
 from multikueue_testbed.apiproxy import ApiProxy
 from multikueue_testbed.objects import running_status
+from multikueue_testbed.profiles import profile_status, put_cluster_profile
 from multikueue_testbed.waiting import eventually, wait_until
 from tests.integration import test_inventory
 from tests.integration.scenario import Scenario
-from tests.integration.test_cluster_profiles import plugin
+from tests.integration.test_cluster_profiles import PROVIDER, plugin
 from tests.integration.test_inventory import WORKERS, _fleet, _told, apis
 from tests.integration.test_mixed_fleet import (
     GROUP,
@@ -271,3 +272,38 @@ async def test_a_profile_no_longer_selected_does_not_drop_a_worker_whose_run_sti
 
 def _active(cluster: Object) -> Object | None:
     return next((c for c in (cluster.get("status") or {}).get("conditions") or [] if c["type"] == "Active"), None)
+
+
+async def test_a_profile_made_again_for_another_cluster_under_its_name_does_not_take_over_its_runs(
+    testbed: TestBed, namespace: str, apis: dict[str, ApiClient], plugin: tuple[Path, Path], tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    """worker1's profile is deleted and made again under the same name for another cluster (the bed's worker2; a
+    cluster replaced under its inventory name). A hand-written MultiKueueCluster keeps the identity annotation and
+    refuses that (``ClusterIdentityChanged``); the inventory deletes and remakes its MultiKueueCluster, annotation and
+    all, so the new one connects and the run recorded under that name is judged on the other cluster: its copy is
+    not there, so it is finished Failed as "deleted there (not by this dispatcher)" (its status was mirrored), while
+    it still runs on worker1."""
+    monkeypatch.setattr(test_inventory, "LOST_TIMEOUT", 60.0)  # the remade worker is back long before it
+    async with _fleet(testbed, namespace, apis, plugin, tmp_path) as f:
+        s = f.s
+        for worker in WORKERS:
+            await f.publish(worker, **{"inventory-test": namespace, "pool": "batch"})
+            await f.connected(worker)
+        wl = await _admitted_on(f, "replaced", "worker1", mirrored=True)
+        name = f.cluster_name("worker1")
+
+        # worker2's own worker goes (else the remade one is refused as a second name for worker2's cluster).
+        await f.profiles.delete(f.cluster_name("worker2"), namespace)
+        await f.profiles.delete(name, namespace)
+        await f.cluster("worker2", lambda c: c is None, "worker2's MultiKueueCluster deleted (no run there)")
+        status = profile_status(PROVIDER, testbed.cluster("worker2"),
+                                extension={"credentials": str(f.credentials["worker2"])})  # fmt: skip
+        await put_cluster_profile(f.api, namespace, name, status)
+        await f.label("worker1", **{"inventory-test": namespace, "pool": "batch"})
+        # Kept for its run, worker1's MultiKueueCluster keeps the identity it recorded: the other cluster is refused.
+        refused = "ClusterIdentityChanged"
+        await f.cluster("worker1", lambda c: c is not None and (_active(c) or {}).get("reason") == refused,
+                        "kept, refusing another cluster under its name")  # fmt: skip
+        seen = await _ended_while_running(s, wl, "replaced", "worker1", 10)
+    assert seen is None, seen
