@@ -188,7 +188,8 @@ class ManagerGeneration:
         self.integration, self.integration_controller = _integration(api, config, self.kinds, self.manager_workloads,
                                                                      metrics, self.triggers)  # fmt: skip
         # Wired only when configured (``dispatcher.inventory``): it creates and deletes MultiKueueClusters.
-        self.inventory = _inventory(config, api, clusters, configs, checks, self.manager_workloads, profiles)
+        self.inventory = _inventory(config, api, clusters, configs, checks, self.manager_workloads, profiles,
+                                    self.direct_reconciler.holds_runs)  # fmt: skip
         if self.inventory is not None:
             _install(self.triggers, self.inventory_controller, self.inventory.watches())
         workers, changes = self.cluster_reconciler.signals, self.kinds.changes
@@ -287,7 +288,8 @@ class ManagerGeneration:
 
 
 def _inventory(config: Configuration, api: ApiClient, clusters: Informer, configs: Informer, checks: Informer,
-               workloads: Informer, profiles: Informer | None) -> InventoryReconciler | None:  # fmt: skip
+               workloads: Informer, profiles: Informer | None,
+               placed_on: Callable[[str], bool]) -> InventoryReconciler | None:  # fmt: skip
     """The inventory's reconciler, when ``dispatcher.inventory`` is configured."""
     inventory = config.dispatcher.inventory
     if inventory is None:
@@ -295,7 +297,7 @@ def _inventory(config: Configuration, api: ApiClient, clusters: Informer, config
     return InventoryReconciler(
         inventory, api, config.dispatcher.namespace, clusters=clusters, configs=configs, checks=checks,
         workloads=workloads, profiles=profiles, batch=lambda: config.dispatcher.events_batch_period,
-        component=config.dispatcher.controller_name,
+        component=config.dispatcher.controller_name, placed_on=placed_on,
     )  # fmt: skip
 
 

@@ -72,7 +72,9 @@ class InventoryReconciler:
         profiles: Informer | None,
         batch: Callable[[], float],
         component: str,
+        placed_on: Callable[[str], bool] = lambda _: False,
     ) -> None:
+        self.placed_on = placed_on  # whether a Direct-mode run is placed on that worker (and not finished)
         self.namespace = namespace  # the ClusterProfiles' (Kueue reads clusterProfileRef from its own namespace)
         self.api = api
         self.cluster_objects = Objects(api, MULTIKUEUE_CLUSTERS)
@@ -141,7 +143,7 @@ class InventoryReconciler:
             return Result()  # nothing is judged before the profiles are listed; their first list enqueues every key
         profile = self.profiles.get(ObjectKey(self.namespace, name))
         existing = self.clusters.get(ObjectKey("", name))
-        held = bool(self.workloads.by_index(BY_RECORDED_CLUSTER, name))
+        held = bool(self.workloads.by_index(BY_RECORDED_CLUSTER, name)) or self.placed_on(name)
         step = cluster_step(name, profile, existing, self.profile_selector, held=held)
         told = ("Warning", step.message) if isinstance(step, NameTaken) else None
         if profile is not None:

@@ -342,6 +342,10 @@ class DirectReconciler:
 
     # ------------------------------------------------------------------------------------- helpers
 
+    def holds_runs(self, worker: str) -> bool:
+        """Whether a run of some kind is placed on ``worker`` and not finished (the inventory keeps its worker)."""
+        return any(load.get(worker, 0) > 0 for load in self._load.values())
+
     def _worker_views(self, gvk: GroupVersionKind) -> list[WorkerView]:
         placed = self._placed[gvk]  # a reservation whose write the watch has already shown counts once
         running = self._load[gvk] + Counter(w for k, w in self._reserved[gvk].items() if k not in placed)

@@ -18,6 +18,7 @@ from multikueue.clusters.inventory import (
     CreateConfig,
     DeleteCluster,
     DeleteConfig,
+    KeepForRuns,
     NameTaken,
     NoClusters,
     PatchConfig,
@@ -190,6 +191,12 @@ def test_nothing_to_do(profile: Object | None, existing: Object | None) -> None:
 )
 def test_a_profile_gone_or_unselected_takes_its_multikueuecluster_along(profile: Object | None) -> None:
     assert cluster_step("east", profile, made("east", {"region": "eu"}), EU) == DeleteCluster("east", "uid-east")
+
+
+@pytest.mark.parametrize("profile", [None, obj("east", {"region": "us"})], ids=["deleted", "no longer selected"])
+def test_a_multikueuecluster_a_run_is_recorded_on_is_kept_until_none_is(profile: Object | None) -> None:
+    """Deleted, its connection would go with it and the run be retried elsewhere while its copy still ran there."""
+    assert cluster_step("east", profile, made("east", {"region": "eu"}), EU, held=True) == KeepForRuns("east")
 
 
 def test_labels_follow_the_profile_exactly() -> None:

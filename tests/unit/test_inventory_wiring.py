@@ -3,6 +3,7 @@ event routed to the keys it concerns (without an API server: nothing is started)
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import anyio
@@ -11,13 +12,14 @@ from multikueue.clusters.inventory import FROM_PROFILE, INVENTORY_LABEL
 from multikueue.clusters.inventory_reconciler import MULTIKUEUE_CLUSTER, MULTIKUEUE_CONFIG
 from multikueue.config import parse_configuration
 from multikueue.generation import ManagerGeneration
-from multikueue.kube.addresses import MULTIKUEUE_CLUSTERS, MULTIKUEUE_CONFIGS, WORKLOADS
+from multikueue.kube.addresses import MULTIKUEUE_CLUSTERS, MULTIKUEUE_CONFIGS, WORKLOADS, GroupVersionKind
 from multikueue.kube.client import ApiClient
 from multikueue.kube.kubeconfig import ClusterAccess
 from multikueue.metrics import Metrics
 from multikueue.runtime.informer import ADDED, MODIFIED, Informer, ObjectKey
 from tests.unit.test_generation import deliver, drain, unwarned
 
+PIPELINERUN = GroupVersionKind("tekton.dev", "v1", "PipelineRun")
 CONFIG = """
 multiKueue:
   clusterProfile:
@@ -102,4 +104,17 @@ async def test_lists_by_selector_need_no_profiles() -> None:
         assert not any("ClusterProfiles" in w for w in whats), whats
         deliver(g.informers.of(MULTIKUEUE_CLUSTERS), ADDED, named("east"))
         assert await drain(g.inventory_controller.queue) == [(MULTIKUEUE_CONFIG, "fleet")]
+        tg.cancel_scope.cancel()
+
+
+async def test_a_worker_with_direct_mode_runs_placed_on_it_is_held_for_them() -> None:
+    """The inventory keeps a MultiKueueCluster while a Direct-mode run is placed on its worker, as for a Workload
+    recorded there: it asks the Direct reconciler, which counts the runs placed on each worker and not finished."""
+    async with anyio.create_task_group() as tg:
+        g = generation(tg)
+        assert g.inventory is not None
+        assert not g.inventory.placed_on("east")
+        g.direct_reconciler._load = {PIPELINERUN: Counter({"east": 1})}
+        assert g.inventory.placed_on("east")
+        assert not g.inventory.placed_on("west")
         tg.cancel_scope.cancel()
