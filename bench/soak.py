@@ -50,7 +50,7 @@ from bench.run import (
     percentile,
     say,
 )  # fmt: skip
-from bench.soakfaults import CONFIG_KEY, CYCLE, Schedule
+from bench.soakfaults import CONFIG_KEY, CYCLE, Fault, Schedule
 from multikueue.dispatch.direct import FAILED, FINISHED
 from multikueue.kube.addresses import WORKLOADS, Resource
 from multikueue.kube.client import ApiClient, api_client_from_kubeconfig
@@ -419,11 +419,29 @@ async def soak_async(args: argparse.Namespace, bed: TestBed, workdir: Path) -> d
         if name in soak.observed:
             soak.observed[name].creates = {w: done for w, (done, _) in per_worker.items() if done}
             soak.observed[name].uncertain_creates = sum(unknown for _, unknown in per_worker.values())
+    _created_while_killed(soak, schedule.log)
     for client in soak.api.values():
         await client.close()
     recovery = {"leader_kill_to_new_leader": new_leader, "leader_kill_to_next_dispatch": leader_recovery,
                 "worker_back_to_stale_copies_gone": worker_recovery}  # fmt: skip
     return result(args, soak, schedule, drained, recovery, replicas)
+
+
+KILL_SETTLE = 20.0  # seconds after a killed worker is back within which a run first seen there may be one it took
+
+
+def _created_while_killed(soak: Soak, faults: list[Fault]) -> None:
+    """A create the worker's kube-apiserver carried out just before its SIGKILL leaves no audit event (the event is
+    written after the answer, and went with the process): a run with no create audited, first seen on a worker in a
+    kill's window (from just before it until its watches are back), counts one create of uncertain answer."""
+    kills = [(f.at - 5.0, f.at + f.seconds + KILL_SETTLE, soak.names[f.target]) for f in faults
+             if f.kind == "worker-kill" and f.target in soak.names]  # fmt: skip
+    for run in soak.observed.values():
+        if sum(run.creates.values()) or run.uncertain_creates:
+            continue
+        firsts = [(worker, spans[0][0]) for worker, spans in run.lives.items() if spans]
+        if any(name == worker and start <= seen <= end for worker, seen in firsts for start, end, name in kills):
+            run.uncertain_creates = 1
 
 
 def audit_creates(bed: TestBed, workers: list[str], names: dict[str, str]) -> dict[str, dict[str, tuple[int, int]]]:

@@ -92,3 +92,22 @@ def test_a_late_cancel_is_a_latency_and_only_an_unseen_one_is_lost() -> None:
     assert cancel_latencies(sent, reached) == [3.5, 300.0]
     assert cancel_latencies({"run-1": 100.0}, {"run-1": 99.0}) == [0.0]  # seen before the harness noted its write
     assert CANCEL_DEADLINE > 300.0 > WRITE_DEADLINE
+
+
+def test_a_run_first_seen_around_its_workers_kill_with_no_create_audited_counts_an_uncertain_create() -> None:
+    """The CI soak flagged run-00089: seen on worker2 once (one UID), no create of it in worker2's audit log, worker2's
+    kube-apiserver SIGKILLed 0.6 s after it was submitted: the create was carried out and its audit event went with
+    the process. Within a kill's window such a run counts one uncertain create; outside it, it is still flagged."""
+    from types import SimpleNamespace
+
+    from bench.soak import _created_while_killed
+    from bench.soakfaults import Fault
+
+    around = dataclasses.replace(healthy("run-00089"), creates={}, lives={"bench-worker2": [(42.0, 50.0)]})
+    elsewhere = dataclasses.replace(healthy("run-00200"), creates={}, lives={"bench-worker1": [(42.0, 50.0)]})
+    later = dataclasses.replace(healthy("run-00300"), creates={}, lives={"bench-worker2": [(120.0, 125.0)]})
+    soak = SimpleNamespace(names={"worker2": "bench-worker2"},
+                           observed={r.name: r for r in (around, elsewhere, later)})  # fmt: skip
+    _created_while_killed(soak, [Fault(at=30.3, kind="worker-kill", target="worker2", seconds=10.0)])
+    assert (around.uncertain_creates, elsewhere.uncertain_creates, later.uncertain_creates) == (1, 0, 0)
+    assert [v.run for v in check([around, elsewhere, later])] == ["run-00200", "run-00300"]
