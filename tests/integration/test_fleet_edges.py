@@ -24,7 +24,7 @@ from multikueue_testbed.waiting import eventually, wait_until
 from tests.integration import test_inventory
 from tests.integration.scenario import Scenario
 from tests.integration.test_cluster_profiles import PROVIDER, plugin
-from tests.integration.test_inventory import WORKERS, _fleet, _told, apis
+from tests.integration.test_inventory import WORKERS, _all_in_pool, _fleet, _told, apis
 from tests.integration.test_mixed_fleet import (
     GROUP,
     PHASE,
@@ -233,9 +233,7 @@ async def test_a_cluster_kept_listed_for_a_run_leaves_the_list_once_that_run_has
     finished Workload exists, and keeps being nominated to new runs, though no run is on it any more."""
     async with _fleet(testbed, namespace, apis, plugin, tmp_path) as f:
         s = f.s
-        for worker in WORKERS:
-            await f.publish(worker, **{"inventory-test": namespace, "pool": "batch"})
-            await f.connected(worker)
+        await _all_in_pool(f, namespace)
         await f.listed(*WORKERS)
         wl = await _admitted_on(f, "drains", "worker2", mirrored=True)
 
@@ -259,9 +257,7 @@ async def test_a_profile_no_longer_selected_does_not_drop_a_worker_whose_run_sti
     deleted (no garbage collection there): the run runs twice."""
     async with _fleet(testbed, namespace, apis, plugin, tmp_path) as f:
         s = f.s
-        for worker in WORKERS:
-            await f.publish(worker, **{"inventory-test": namespace, "pool": "batch"})
-            await f.connected(worker)
+        await _all_in_pool(f, namespace)
         await f.listed(*WORKERS)
         wl = await _admitted_on(f, "runs-on", "worker1")
 
@@ -287,9 +283,7 @@ async def test_a_profile_made_again_for_another_cluster_under_its_name_does_not_
     monkeypatch.setattr(test_inventory, "LOST_TIMEOUT", 60.0)  # the remade worker is back long before it
     async with _fleet(testbed, namespace, apis, plugin, tmp_path) as f:
         s = f.s
-        for worker in WORKERS:
-            await f.publish(worker, **{"inventory-test": namespace, "pool": "batch"})
-            await f.connected(worker)
+        await _all_in_pool(f, namespace)
         wl = await _admitted_on(f, "replaced", "worker1", mirrored=True)
         name = f.cluster_name("worker1")
 

@@ -192,9 +192,7 @@ async def test_a_profile_that_goes_takes_its_worker_and_a_run_there_waits_worker
 ) -> None:
     async with _fleet(testbed, namespace, apis, plugin, tmp_path) as f:
         s = f.s
-        for worker in WORKERS:
-            await f.publish(worker, **{"inventory-test": namespace, "pool": "batch"})
-            await f.connected(worker)
+        await _all_in_pool(f, namespace)
         await f.listed(*WORKERS)
         _, workload = await s.submit("stays")
         wl = workload["metadata"]["name"]
@@ -348,3 +346,10 @@ async def test_the_shipped_inventory_rbac_is_exactly_enough_and_the_chart_grants
 def _active_reason(cluster: Any) -> str:
     conditions = ((cluster or {}).get("status") or {}).get("conditions") or []
     return str(next((c.get("reason") for c in conditions if c.get("type") == "Active"), ""))
+
+
+async def _all_in_pool(f: Any, namespace: str) -> None:
+    """Every worker's profile published in this test's pool, each worker connected."""
+    for worker in WORKERS:
+        await f.publish(worker, **{"inventory-test": namespace, "pool": "batch"})
+        await f.connected(worker)
