@@ -230,6 +230,16 @@ def config_step(name: str, plan: ConfigPlan, existing: Object | None) -> ConfigS
     return PatchConfig(name, plan.clusters) if listed(existing) != list(plan.clusters) else None
 
 
+def open_to_new_runs(listed: Iterable[str], clusters: Callable[[str], Object | None], matches: Selector,
+                     recorded: str) -> list[str]:  # fmt: skip
+    """The clusters of a selector-kept list a run may use: those the selector still matches, and the run's own
+    recorded worker. A cluster listed only for the runs recorded there (``ConfigPlan.draining``: deselected, deleting
+    or gone) takes no new run and keeps no waiting run's copy: nominated, it would keep a deselected cluster busy for
+    as long as runs keep arriving."""
+    return [n for n in listed if n == recorded or (not _deleting(c := clusters(n)) and c is not None
+                                                   and matches.matches(_labels(c)))]  # fmt: skip
+
+
 # ------------------------------------------------------------------------------------ runs recorded on a cluster
 
 

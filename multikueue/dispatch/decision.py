@@ -203,6 +203,14 @@ def decide(group: Group) -> Step:
     return _nominate(group)
 
 
+def strays(listed: tuple[str, ...], recorded: str, holders: tuple[str, ...]) -> tuple[str, ...]:
+    """The workers (of ``holders``: connected, holding the run's Workload copy) whose copy no pass reads: outside the
+    check's list (a cluster that left a MultiKueueConfig, by hand or by its selector) and not the run's recorded
+    worker (whose copy is the run's lifecycle). Left there, that worker's Kueue admits the copy and holds its quota
+    for a run that can never be recorded there; the copies go as a loser's do."""
+    return tuple(c for c in holders if c not in listed and c != recorded)
+
+
 def _recorded_copies(group: Group) -> dict[str, Object]:
     """The copies whose state can end or evict the run: once a worker is recorded, its copy alone (a loser's copy
     being deleted, preempted or finished there, says nothing of the run on the winner)."""

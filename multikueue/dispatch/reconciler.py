@@ -15,6 +15,8 @@ from typing import Any
 
 import structlog
 
+from multikueue.clusters import inventory
+from multikueue.clusters.inventory_config import Inventory
 from multikueue.clusters.signals import WorkerSignals
 from multikueue.clusters.worker import Worker
 from multikueue.config import Configuration
@@ -43,6 +45,7 @@ from multikueue.runtime.controller import Result
 from multikueue.runtime.informer import DELETED, Informer, ObjectKey
 from multikueue.runtime.signal import Signal
 from multikueue.runtime.watches import Change, KindChange, Watch
+from multikueue.selectors import Selector
 
 log = structlog.get_logger(__name__)
 Object = dict[str, Any]
@@ -116,6 +119,7 @@ class WorkloadReconciler:
         self.runs = Runs(self.origin, self._manager_objects, self.mirror, metrics)
         # Its rules for the garbage collector (``garbage``): the kinds it dispatches are those not in Direct mode.
         self.garbage = workload_copies.KueueGarbage(workloads, lambda gvk: config.adapter(gvk).mode != "Direct")
+        self._parsed: tuple[Inventory | None, dict[str, Selector]] = (None, {})
 
     def _connection_lost_since(self, cluster: str) -> float | None:
         worker = self.connections().get(cluster)
@@ -137,8 +141,9 @@ class WorkloadReconciler:
                   lambda e: [e[1]], delay=batch),
             Watch("a worker, or a kind on it, coming or going: every Workload", workers.changed,
                   lambda _: self._every(), low=True),
-            *([Watch("MultiKueueClusters (their labels): the waiting Workloads that select workers", self.clusters,
-                     lambda _: list(self.memory.waiting), low=True)] if self.clusters is not None else []),
+            *([Watch("MultiKueueClusters (their labels): the waiting Workloads that select workers, and every one "
+                     "not yet on a worker while lists are kept by selector", self.clusters, self._selecting,
+                     low=True)] if self.clusters is not None else []),
         ]  # fmt: skip
 
     def _record(self, change: Change) -> None:
@@ -149,6 +154,15 @@ class WorkloadReconciler:
         if self.config.adapter(event.gvk).mode == "Direct":
             return []
         return self.workloads.by_index(BY_OWNER_UID, event.change.obj["metadata"].get("uid", ""))
+
+    def _selecting(self, _: Change) -> list[ObjectKey]:
+        """The Workloads a MultiKueueCluster's labels may concern: those waiting with a worker selector, and, while
+        lists are kept by selector, every one not recorded on a worker (a deselected cluster keeps none of their
+        copies: ``_open_to``)."""
+        if not self._selectors():
+            return list(self.memory.waiting)
+        unrecorded = (w for w in self.workloads.items() if not (w.get("status") or {}).get("clusterName"))
+        return list({*self.memory.waiting, *(ObjectKey.of(w) for w in unrecorded)})
 
     def _every(self) -> list[ObjectKey]:
         return [ObjectKey.of(workload) for workload in self.workloads.items()]
@@ -177,7 +191,25 @@ class WorkloadReconciler:
             self.mirror.forget(adapter.gvk, obj_key)
             self._forget(key, workers.values())
             return Result()
-        return await self._pass(workload, check_name, adapter, obj_key, clusters, connected)
+        strays = await self._remove_strays(workload, adapter, obj_key, clusters, workers)
+        result = await self._pass(workload, check_name, adapter, obj_key, clusters, connected)
+        raise_first(strays)
+        return result
+
+    async def _remove_strays(self, workload: Object, adapter: GenericAdapter, obj_key: ObjectKey, clusters: list[str],
+                             workers: dict[str, Worker]) -> dict[str, BaseException]:  # fmt: skip
+        """The run's copies on connected workers outside the check's list (``decision.strays``) go, side by side
+        with the pass (a slow worker finishes in the background); the failures, raised once the pass is done."""
+        key = ObjectKey.of(workload)
+        holders = tuple(c for c, w in workers.items() if w.connected and w.workload(key) is not None)
+        recorded = str((workload.get("status") or {}).get("clusterName") or "")
+        gone = decision.strays(tuple(clusters), recorded, holders)
+        if not gone:
+            return {}
+        log.info("workload copies outside the check's workers removed", workload=str(key), clusters=list(gone))
+        return await self.writes.each(
+            key, {c: functools.partial(workload_copies.remove, workers[c], adapter.gvk, obj_key, key) for c in gone}
+        )
 
     async def _pass(self, workload: Object, check: str, adapter: GenericAdapter, obj_key: ObjectKey,
                     clusters: list[str], connected: dict[str, Worker]) -> Result:  # fmt: skip
@@ -418,5 +450,24 @@ class WorkloadReconciler:
             params = (check.get("spec") or {}).get("parameters") or {}
             config = self.configs.get(ObjectKey("", params.get("name", "")))
             clusters = list(((config or {}).get("spec") or {}).get("clusters") or [])
-            return name, state, clusters
+            return name, state, self._open_to(workload, params.get("name", ""), clusters)
         return None
+
+    def _open_to(self, workload: Object, config: str, clusters: list[str]) -> list[str]:
+        """A selector-kept list (``dispatcher.inventory.multiKueueConfigs``) without the clusters it holds only for
+        their runs (``inventory.open_to_new_runs``); any other list as it is."""
+        matches = self._selectors().get(config)
+        if matches is None or self.clusters is None:
+            return clusters
+        recorded = str((workload.get("status") or {}).get("clusterName") or "")
+        cached = self.clusters.get
+        return inventory.open_to_new_runs(clusters, lambda n: cached(ObjectKey("", n)), matches, recorded)
+
+    def _selectors(self) -> dict[str, Selector]:
+        """The selector of each MultiKueueConfig kept by selector, parsed once per configuration (a reload makes a
+        new one)."""
+        kept = self.config.dispatcher.inventory
+        if self._parsed[0] is not kept:
+            configs = kept.multi_kueue_configs if kept is not None else ()
+            self._parsed = (kept, {c.name: inventory.selector(c.cluster_selector) for c in configs})
+        return self._parsed[1]

@@ -301,3 +301,68 @@ async def test_a_profile_made_again_for_another_cluster_under_its_name_does_not_
                         "kept, refusing another cluster under its name")  # fmt: skip
         seen = await _ended_while_running(s, wl, "replaced", "worker1", 10)
     assert seen is None, seen
+
+
+async def test_a_cluster_that_leaves_the_list_takes_a_waiting_runs_copy_with_it(
+    testbed: TestBed, namespace: str, apis: dict[str, ApiClient], plugin: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A run waits with its Workload copy on both workers (nominated, admitted nowhere yet); worker2 leaves the pool,
+    so the list made here drops it at once (no run is recorded there). The dispatcher read only the listed clusters:
+    the copy on worker2 was neither removed nor looked at again (the garbage collector keeps a copy while its manager
+    Workload exists), so worker2's Kueue would admit it and hold its quota for a run that can never be recorded there
+    (Kueue's own check does the same for a list edited by hand). The run still waits on worker1 and runs there."""
+    async with _fleet(testbed, namespace, apis, plugin, tmp_path) as f:
+        s = f.s
+        await _all_in_pool(f, namespace)
+        await f.listed(*WORKERS)
+        _, workload = await s.submit("waits")
+        wl = workload["metadata"]["name"]
+        await s.copied(wl, *WORKERS)
+
+        await f.label("worker2", pool="gpu")
+        await f.listed("worker1")
+        await s.wait(s.workloads("worker2"), wl, lambda w: w is None, "the copy on worker2 removed", timeout=10)
+        assert await s.workloads("worker1").get(wl, namespace) is not None, "worker1's copy kept"
+        await kueue.admit(s.api["worker1"], wl, namespace)
+        await s.check_state(wl, state="Ready", message=f'The workload was admitted on "{f.cluster_name("worker1")}"')
+        await s.wait(s.runs("worker1"), "waits", lambda r: r is not None, "waits on worker1")
+
+
+async def _absent_for(s: Scenario, worker: str, wl: str, seconds: float) -> Any:
+    """Watch for ``seconds`` (bounded) for what must not happen: the Workload copy ``wl`` on ``worker``. What was
+    seen, else None."""
+    with anyio.move_on_after(seconds):
+        while True:
+            if (there := await s.workloads(worker).get(wl, s.namespace)) is not None:
+                return there["metadata"]
+            await anyio.sleep(0.2)
+    return None
+
+
+async def test_a_cluster_kept_listed_only_for_its_runs_takes_no_new_run_and_keeps_no_waiting_copy(
+    testbed: TestBed, namespace: str, apis: dict[str, ApiClient], plugin: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """worker2 leaves the pool while a run runs there: it stays listed for that run (``ClustersKeptForRuns``), with
+    its labels. Read as any listed cluster, it kept a waiting run's copy and was nominated for every new run, so a
+    deselected cluster stayed busy for as long as runs kept coming. Now the run there carries on, the waiting run's
+    copy there goes, and a new run is copied to worker1 only."""
+    async with _fleet(testbed, namespace, apis, plugin, tmp_path) as f:
+        s = f.s
+        await _all_in_pool(f, namespace)
+        await f.listed(*WORKERS)
+        running = await _admitted_on(f, "stays", "worker2")
+        _, waiting = await s.submit("waits")
+        waits = waiting["metadata"]["name"]
+        await s.copied(waits, *WORKERS)
+
+        await f.label("worker2", pool="gpu")
+        await _told(f.api, "default", f.config_name, "ClustersKeptForRuns")
+        await f.listed(*WORKERS)
+        await s.wait(s.workloads("worker2"), waits, lambda w: w is None, "the waiting run's copy on worker2 removed")
+        _, new = await s.submit("new")
+        await s.copied(new["metadata"]["name"], "worker1")
+        seen = await _absent_for(s, "worker2", new["metadata"]["name"], 3)
+        assert seen is None, f"a new run copied to worker2, kept only for its runs: {seen}"
+        assert await s.runs("worker2").get("stays", namespace) is not None, "the run on worker2 carries on"
+        assert await s.workloads("worker2").get(running, namespace) is not None, "its Workload copy with it"
+        assert await s.workloads("worker1").get(waits, namespace) is not None, "the waiting run waits on worker1"

@@ -658,3 +658,20 @@ def test_a_finished_run_within_its_retention_keeps_its_object_and_loses_its_work
     finished = workload(RESERVED, cond("Finished"), state="Ready", cluster="w1")
     assert d.decide(group(finished, retained_for=30.0)) == d.RemoveEverywhere(30.0, keep_objects=True)
     assert d.decide(group(finished, retained_for=0.0)) == d.RemoveEverywhere(None)
+
+
+@pytest.mark.parametrize(
+    ("listed", "recorded", "holders", "expected"),
+    [
+        (("w1", "w2"), "", ("w1", "w2"), ()),  # every holder listed: the pass reads them all
+        (("w1",), "", ("w1", "w2"), ("w2",)),  # w2 left the list while the run waits: its copy goes
+        (("w1",), "w2", ("w1", "w2"), ()),  # the recorded worker's copy is the run's lifecycle, listed or not
+        (("w1",), "w1", ("w1", "w2", "w3"), ("w2", "w3")),  # losers outside the list go as losers do
+        ((), "", ("w1",), ("w1",)),  # a list emptied: nothing may wait anywhere
+        (("w1", "w2"), "", (), ()),
+    ],
+)
+def test_strays_are_copies_outside_the_list_but_the_recorded_workers(
+    listed: tuple[str, ...], recorded: str, holders: tuple[str, ...], expected: tuple[str, ...]
+) -> None:
+    assert d.strays(listed, recorded, holders) == expected
