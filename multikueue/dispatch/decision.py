@@ -203,12 +203,24 @@ def decide(group: Group) -> Step:
     return _nominate(group)
 
 
-def strays(listed: tuple[str, ...], recorded: str, holders: tuple[str, ...]) -> tuple[str, ...]:
+def run_workers(listed: tuple[str, ...], open_: tuple[str, ...] | None, recorded: str) -> tuple[str, ...]:
+    """The workers a pass reads for a run: its check's list (``open_``: those of a selector-kept list still open to
+    new runs, None for a list written by hand), and always the run's recorded worker, listed or not: its run goes on
+    there to its end (dropped, it would read as deleted there, finished Failed while it still ran). A selector-kept
+    list none of whose clusters is open any more is read whole by a run not yet recorded (a hand-written
+    MultiKueueConfig keeps its last list when nothing matches): a run is never left with no worker and no word."""
+    workers = open_ if open_ is not None and (open_ or recorded) else listed
+    return workers if not recorded or recorded in workers else (*workers, recorded)
+
+
+def strays(workers: tuple[str, ...], recorded: str, holders: tuple[str, ...],
+           holding: tuple[str, ...] = ()) -> tuple[str, ...]:  # fmt: skip
     """The workers (of ``holders``: connected, holding the run's Workload copy) whose copy no pass reads: outside the
-    check's list (a cluster that left a MultiKueueConfig, by hand or by its selector) and not the run's recorded
-    worker (whose copy is the run's lifecycle). Left there, that worker's Kueue admits the copy and holds its quota
-    for a run that can never be recorded there; the copies go as a loser's do."""
-    return tuple(c for c in holders if c not in listed and c != recorded)
+    run's workers (``run_workers``: a cluster that left the list, by hand or by its selector) and not its recorded
+    worker. Left there, that worker's Kueue admits the copy and holds its quota for a run that can never be recorded
+    there; the copies go as a loser's do. Not one ``holding`` the run's object (made only once a worker is recorded:
+    a record this pass has not seen yet, a stale cache), which the run's lifecycle and the collector judge."""
+    return tuple(c for c in holders if c not in workers and c != recorded and c not in holding)
 
 
 def _recorded_copies(group: Group) -> dict[str, Object]:
@@ -403,7 +415,8 @@ def _never_admitted(group: Group, nominated: tuple[str, ...]) -> dict[str, str] 
 def _nominations(group: Group) -> tuple[tuple[str, ...], bool, float | None, float | None]:
     """(nominated, whether to write them, when to look again, when a new Incremental round began)."""
     written = tuple(group.status.get("nominatedClusterNames") or ())
-    current = tuple(c for c in written if group.selection.allows(c))
+    # A worker that left the run's workers (its list, or a selector's) is nominated no longer.
+    current = tuple(c for c in written if group.selection.allows(c) and c in group.clusters)
     if group.dispatcher == DISPATCHER_ALL_AT_ONCE:
         # A worker that lacks this kind's CRD cannot run it: it is not nominated for it (Kueue instead marks the
         # whole worker inactive, #3582).

@@ -38,6 +38,7 @@ from multikueue.kube.addresses import GroupVersionKind, Resource
 from multikueue.kube.client import ApiClient
 from multikueue.kube.discovery import KindUnavailable, discover_resource
 from multikueue.kube.resources import Objects
+from multikueue.labels import prebuilt_workload_of
 from multikueue.metrics import Metrics
 from multikueue.owners import BY_OWNER_UID
 from multikueue.runtime.again import Again
@@ -155,11 +156,13 @@ class WorkloadReconciler:
             return []
         return self.workloads.by_index(BY_OWNER_UID, event.change.obj["metadata"].get("uid", ""))
 
-    def _selecting(self, _: Change) -> list[ObjectKey]:
-        """The Workloads a MultiKueueCluster's labels may concern: those waiting with a worker selector, and, while
-        lists are kept by selector, every one not recorded on a worker (a deselected cluster keeps none of their
-        copies: ``_open_to``)."""
-        if not self._selectors():
+    def _selecting(self, change: Change) -> list[ObjectKey]:
+        """The Workloads a MultiKueueCluster's labels may concern: those waiting with a worker selector, and, when
+        the cluster is in a list kept by selector, every one not recorded on a worker (a deselected cluster keeps
+        none of their copies: ``_open_to``)."""
+        name = change.obj["metadata"]["name"]
+        lists = (self.configs.get(ObjectKey("", c)) for c in self._selectors())
+        if not any(name in (((c or {}).get("spec") or {}).get("clusters") or ()) for c in lists):
             return list(self.memory.waiting)
         unrecorded = (w for w in self.workloads.items() if not (w.get("status") or {}).get("clusterName"))
         return list({*self.memory.waiting, *(ObjectKey.of(w) for w in unrecorded)})
@@ -186,8 +189,9 @@ class WorkloadReconciler:
         obj_key = ObjectKey(key.namespace, owner_name)
         workers = self.connections()
         connected = {c: w for c in clusters if (w := workers.get(c)) is not None and w.connected}
-        if deleted:  # its copies go everywhere, then what was kept about it
-            await self._remove_everywhere(connected, adapter, obj_key, key)
+        if deleted:  # its copies go everywhere (a worker that left its list included), then what was kept about it
+            holders = {c: w for c, w in workers.items() if w.connected and w.workload(key) is not None}
+            await self._remove_everywhere({**holders, **connected}, adapter, obj_key, key)
             self.mirror.forget(adapter.gvk, obj_key)
             self._forget(key, workers.values())
             return Result()
@@ -203,7 +207,9 @@ class WorkloadReconciler:
         key = ObjectKey.of(workload)
         holders = tuple(c for c, w in workers.items() if w.connected and w.workload(key) is not None)
         recorded = str((workload.get("status") or {}).get("clusterName") or "")
-        gone = decision.strays(tuple(clusters), recorded, holders)
+        made_for = lambda o: prebuilt_workload_of(o) == key.name  # noqa: E731 - the run's object, not another's
+        holding = tuple(c for c in holders if workers[c].holds(adapter.gvk, obj_key, made_for) is not False)
+        gone = decision.strays(tuple(clusters), recorded, holders, holding)
         if not gone:
             return {}
         log.info("workload copies outside the check's workers removed", workload=str(key), clusters=list(gone))
@@ -449,19 +455,20 @@ class WorkloadReconciler:
             state = wl.check_state(workload, name) or {}
             params = (check.get("spec") or {}).get("parameters") or {}
             config = self.configs.get(ObjectKey("", params.get("name", "")))
-            clusters = list(((config or {}).get("spec") or {}).get("clusters") or [])
-            return name, state, self._open_to(workload, params.get("name", ""), clusters)
+            listed = tuple(((config or {}).get("spec") or {}).get("clusters") or ())
+            recorded = str((workload.get("status") or {}).get("clusterName") or "")
+            open_ = self._open_to(params.get("name", ""), listed, recorded)
+            return name, state, list(decision.run_workers(listed, open_, recorded))
         return None
 
-    def _open_to(self, workload: Object, config: str, clusters: list[str]) -> list[str]:
-        """A selector-kept list (``dispatcher.inventory.multiKueueConfigs``) without the clusters it holds only for
-        their runs (``inventory.open_to_new_runs``); any other list as it is."""
+    def _open_to(self, config: str, listed: tuple[str, ...], recorded: str) -> tuple[str, ...] | None:
+        """A selector-kept list's clusters (``dispatcher.inventory.multiKueueConfigs``) but those it holds only for
+        their runs (``inventory.open_to_new_runs``); None for any other list."""
         matches = self._selectors().get(config)
         if matches is None or self.clusters is None:
-            return clusters
-        recorded = str((workload.get("status") or {}).get("clusterName") or "")
+            return None
         cached = self.clusters.get
-        return inventory.open_to_new_runs(clusters, lambda n: cached(ObjectKey("", n)), matches, recorded)
+        return tuple(inventory.open_to_new_runs(listed, lambda n: cached(ObjectKey("", n)), matches, recorded))
 
     def _selectors(self) -> dict[str, Selector]:
         """The selector of each MultiKueueConfig kept by selector, parsed once per configuration (a reload makes a

@@ -15,7 +15,9 @@ import pytest
 import yaml
 from aiohttp import web
 
+from multikueue.kube.addresses import MULTIKUEUE_CONFIGS
 from multikueue.kube.client import ApiClient
+from multikueue.kube.resources import Objects
 from multikueue_testbed import TestBed, crds, kueue
 from multikueue_testbed.apiproxy import ApiProxy
 from multikueue_testbed.objects import running_status
@@ -366,3 +368,26 @@ async def test_a_cluster_kept_listed_only_for_its_runs_takes_no_new_run_and_keep
         assert await s.runs("worker2").get("stays", namespace) is not None, "the run on worker2 carries on"
         assert await s.workloads("worker2").get(running, namespace) is not None, "its Workload copy with it"
         assert await s.workloads("worker1").get(waits, namespace) is not None, "the waiting run waits on worker1"
+
+
+async def test_a_recorded_worker_dropped_from_a_hand_edited_list_runs_its_run_to_its_end(scenario: Scenario) -> None:
+    """The MultiKueueConfig's list edited by hand to drop worker2 while a run runs there, its status mirrored. The
+    run's workers were the list alone: worker2 read as neither connected nor lost, so the run read as deleted there
+    and was finished Failed at once while its PipelineRun still ran on worker2 (fc7582b's adversarial read). Its
+    recorded worker is now always read: the run goes on there, and its final status comes back."""
+    s = scenario
+    _, workload = await s.submit("kept")
+    wl = workload["metadata"]["name"]
+    await s.copied(wl, "worker1", "worker2")
+    await kueue.admit(s.api["worker2"], wl, s.namespace)
+    await s.check_state(wl, state="Ready", message=f'The workload was admitted on "{s.names["worker2"]}"')
+    await s.wait(s.runs("worker2"), "kept", lambda r: r is not None, "kept on worker2")
+    await s.runs("worker2").patch_status("kept", {"status": running_status("kept")}, s.namespace)
+    await s.wait(s.runs("manager"), "kept", lambda r: "status" in r, "its status mirrored")
+
+    await Objects(s.api["manager"], MULTIKUEUE_CONFIGS).patch(s.names["config"],
+                                                              {"spec": {"clusters": [s.names["worker1"]]}})  # fmt: skip
+    seen = await _ended_while_running(s, wl, "kept", "worker2", 5)  # well within workerLostTimeout (10 s)
+    assert seen is None, seen
+    await kueue.finish(s.api["worker2"], wl, s.namespace)
+    await s.wait(s.workloads("manager"), wl, lambda w: _finished(w) is not None, "finished from worker2")

@@ -675,3 +675,38 @@ def test_strays_are_copies_outside_the_list_but_the_recorded_workers(
     listed: tuple[str, ...], recorded: str, holders: tuple[str, ...], expected: tuple[str, ...]
 ) -> None:
     assert d.strays(listed, recorded, holders) == expected
+
+
+@pytest.mark.parametrize(
+    ("listed", "open_", "recorded", "expected"),
+    [
+        (("w1", "w2"), None, "", ("w1", "w2")),  # a list written by hand, as it is
+        (("w1",), None, "w2", ("w1", "w2")),  # its recorded worker dropped by hand: still read, its run goes on
+        (("w1", "w2"), ("w1",), "", ("w1",)),  # w2 kept only for its runs: no new run there
+        (("w1", "w2"), ("w1", "w2"), "w2", ("w1", "w2")),
+        (("w1", "w2"), (), "", ("w1", "w2")),  # nothing open (a hand-written list no cluster matches): its last list
+        (("w1", "w2"), (), "w3", ("w3",)),  # recorded elsewhere: that worker alone
+    ],
+)
+def test_a_runs_workers_are_its_open_list_and_always_its_recorded_worker(
+    listed: tuple[str, ...], open_: tuple[str, ...] | None, recorded: str, expected: tuple[str, ...]
+) -> None:
+    assert d.run_workers(listed, open_, recorded) == expected
+
+
+def test_a_stray_holding_the_runs_object_is_left_to_the_lifecycle() -> None:
+    """A copy outside the list whose worker holds the run's object: a record this pass has not seen (a lost answer,
+    a stale cache) may name that worker; deleting it would end a run that runs there."""
+    assert d.strays(("w1",), "", ("w1", "w2", "w3"), holding=("w2",)) == ("w3",)
+
+
+@pytest.mark.parametrize("dispatcher", [DISPATCHER_INCREMENTAL, "example.com/external-dispatcher"])
+def test_a_nominated_worker_that_left_the_runs_workers_is_nominated_no_longer(dispatcher: str) -> None:
+    """w2 nominated, then out of the run's workers (deselected, or the list edited), still connected: kept in the
+    nominations it was reported missing on every pass ("no remote client for nominated cluster"), for ever."""
+    wl = workload(RESERVED, nominated=["w1", "w2"])
+    options: dict[str, Any] = {"dispatcher": dispatcher, "round_length": 300.0, "step_size": 2}
+    for started in (990.0, 100.0):  # within the round and after it
+        step = d.decide(group(wl, clusters=("w1", "w3"), connected=("w1", "w3"), round_started=started, **options))
+        assert isinstance(step, d.Nominate), step
+        assert step.missing == () and "w2" not in step.nominated, step
