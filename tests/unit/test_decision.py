@@ -709,4 +709,5 @@ def test_a_nominated_worker_that_left_the_runs_workers_is_nominated_no_longer(di
     for started in (990.0, 100.0):  # within the round and after it
         step = d.decide(group(wl, clusters=("w1", "w3"), connected=("w1", "w3"), round_started=started, **options))
         assert isinstance(step, d.Nominate), step
-        assert step.missing == () and "w2" not in step.nominated, step
+        assert step.missing == (), step
+        assert "w2" not in step.nominated, step
