@@ -262,8 +262,8 @@ def reports(plan: ConfigPlan, step: ConfigStep | None, text: str) -> Mapping[str
     """What to tell on the MultiKueueConfig, by reason: (type, message), or None while it does not hold."""
     over = (f'{plan.matched} MultiKueueClusters match clusterSelector "{text}" and a MultiKueueConfig lists at most '
             f"{MAX_CLUSTERS}: left out {list(plan.left_out)}")  # fmt: skip
-    staying = (f"no longer selected, kept in the list while runs are recorded there (each waits workerLostTimeout "
-               f"if its worker is gone): {list(plan.draining)}")  # fmt: skip
+    staying = (f"no longer selected, kept in the list while runs are recorded there, for those runs only (no new run "
+               f"goes there; each waits workerLostTimeout if its worker is gone): {list(plan.draining)}")  # fmt: skip
     none = (
         f'no MultiKueueCluster matches clusterSelector "{text}"; this MultiKueueConfig was not made by the '
         "dispatcher, so its last list is left (Kueue needs at least one cluster): delete it, or label a cluster"

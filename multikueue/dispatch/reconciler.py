@@ -212,7 +212,7 @@ class WorkloadReconciler:
         gone = decision.strays(tuple(clusters), recorded, holders, holding)
         if not gone:
             return {}
-        log.info("workload copies outside the check's workers removed", workload=str(key), clusters=list(gone))
+        log.info("workload copies outside the run's workers removed", workload=str(key), clusters=list(gone))
         return await self.writes.each(
             key, {c: functools.partial(workload_copies.remove, workers[c], adapter.gvk, obj_key, key) for c in gone}
         )

@@ -283,8 +283,8 @@ def test_what_is_told_on_the_config() -> None:
         "left out ['x', 'y', 'z']",
     )
     assert told["ClustersKeptForRuns"] == ("Normal", "no longer selected, kept in the list while runs are recorded "
-                                                     "there (each waits workerLostTimeout if its worker is gone): "
-                                                     "['gone']")  # fmt: skip
+                                                     "there, for those runs only (no new run goes there; each waits "
+                                                     "workerLostTimeout if its worker is gone): ['gone']")  # fmt: skip
     assert told["NoMatchingClusters"] is None
     quiet = reports(ConfigPlan(("a",), matched=1), None, "pool=batch")
     assert set(quiet.values()) == {None}  # each report is withdrawn once it no longer holds
