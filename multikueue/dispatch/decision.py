@@ -205,11 +205,9 @@ def decide(group: Group) -> Step:
 
 def run_workers(listed: tuple[str, ...], open_: tuple[str, ...] | None, recorded: str) -> tuple[str, ...]:
     """The workers a pass reads for a run: its check's list (``open_``: those of a selector-kept list still open to
-    new runs, None for a list written by hand), and always the run's recorded worker, listed or not: its run goes on
-    there to its end (dropped, it would read as deleted there, finished Failed while it still ran). A selector-kept
-    list none of whose clusters is open any more is read whole by a run not yet recorded (a hand-written
-    MultiKueueConfig keeps its last list when nothing matches): a run is never left with no worker and no word."""
-    workers = open_ if open_ is not None and (open_ or recorded) else listed
+    new runs; None: the list as it is), and always the run's recorded worker, listed or not: its run goes on there to
+    its end (dropped, it would read as deleted there, finished Failed while it still ran)."""
+    workers = listed if open_ is None else open_
     return workers if not recorded or recorded in workers else (*workers, recorded)
 
 
@@ -342,7 +340,7 @@ def _nominate(group: Group) -> Step:
         return Wait()  # Kueue waits for every other check first (#9866)
     nominated, patch, requeue, started = _nominations(group)
     copy_to, remove_from, missing = _copies_for(group, nominated)
-    unmatched = group.selection.message(group.clusters) or _selected_none_serving(group)
+    unmatched = group.selection.message(group.clusters) or _selected_none_serving(group) or _none_open(group)
     reasons = _never_admitted(group, nominated)
     if reasons is not None:
         left = _inadmissible_left(group)
@@ -351,6 +349,17 @@ def _nominate(group: Group) -> Step:
         requeue = min(requeue or math.inf, left)
     return Nominate(nominated, patch, copy_to, remove_from, missing, requeue, started, unmatched, reasons is not None,
                     left_out=_lacking_kind(group, nominated))  # fmt: skip
+
+
+NONE_OPEN = "No worker takes new runs: "  # the check's message while the run's list has no cluster open to it
+
+
+def _none_open(group: Group) -> str | None:
+    """The run's list holds no cluster open to it (every one kept only for the runs recorded there, its selector
+    matching none): said, never a silent wait."""
+    if group.clusters:
+        return None
+    return f"{NONE_OPEN}its MultiKueueConfig lists none, or only clusters kept for the runs recorded there"
 
 
 def _lacking_kind(group: Group, nominated: tuple[str, ...]) -> str | None:
@@ -432,7 +441,8 @@ def _next_round(group: Group, current: tuple[str, ...]) -> tuple[tuple[str, ...]
     """Kueue's incremental dispatcher: every round, nominate the next ``stepSize`` workers in config order.
     Returns (nominated, whether to write them, when to look again, when a new round began)."""
     started = group.round_started
-    if started is not None and group.now - started <= group.round_length:
+    # A round whose nominations all left the run's workers ends at once: the run is never nominated nowhere.
+    if started is not None and group.now - started <= group.round_length and current:
         return current, False, group.round_length - (group.now - started), None
     remaining = [c for c in group.clusters
                  if c not in current and group.selection.allows(c) and group.serving.get(c) is not False]  # fmt: skip

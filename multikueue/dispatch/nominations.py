@@ -101,7 +101,8 @@ async def report(record: CheckRecord, failures: dict[str, BaseException]) -> Non
     on the Workload and on the object, when the message changes; then retried with backoff (raised). With none, a
     message left from an earlier failure is cleared."""
     if not failures:
-        if str(record.state.get("message") or "").startswith((DISPATCH_PROBLEM, NO_WORKER_MATCHES, decision.LEFT_OUT)):
+        told = (DISPATCH_PROBLEM, NO_WORKER_MATCHES, decision.LEFT_OUT, decision.NONE_OPEN)
+        if str(record.state.get("message") or "").startswith(told):
             await record.status.set_message(record.workload, record.check, "")
         return
     said = "; ".join(worker_said(c, e) for c, e in sorted(failures.items()))

@@ -38,7 +38,7 @@ from multikueue.kube.addresses import GroupVersionKind, Resource
 from multikueue.kube.client import ApiClient
 from multikueue.kube.discovery import KindUnavailable, discover_resource
 from multikueue.kube.resources import Objects
-from multikueue.labels import prebuilt_workload_of
+from multikueue.labels import ATTEMPT_ANNOTATION, prebuilt_workload_of
 from multikueue.metrics import Metrics
 from multikueue.owners import BY_OWNER_UID
 from multikueue.runtime.again import Again
@@ -70,6 +70,14 @@ class _Pass:
     @property
     def state(self) -> Object:
         return wl.check_state(self.workload, self.check) or {}
+
+
+def _this_admissions(workload: str, attempt: str, worker_obj: Object) -> bool:
+    """Whether a worker object is the run's of its current admission (an earlier one's is the collector's)."""
+    made = prebuilt_workload_of(worker_obj) == workload
+    return (
+        made and bool(attempt) and (worker_obj["metadata"].get("annotations") or {}).get(ATTEMPT_ANNOTATION) == attempt
+    )
 
 
 class WorkloadReconciler:
@@ -207,8 +215,9 @@ class WorkloadReconciler:
         key = ObjectKey.of(workload)
         holders = tuple(c for c, w in workers.items() if w.connected and w.workload(key) is not None)
         recorded = str((workload.get("status") or {}).get("clusterName") or "")
-        made_for = lambda o: prebuilt_workload_of(o) == key.name  # noqa: E731 - the run's object, not another's
-        holding = tuple(c for c in holders if workers[c].holds(adapter.gvk, obj_key, made_for) is not False)
+        attempt = wl.attempt(workload)
+        holding = tuple(c for c in holders if workers[c].holds(adapter.gvk, obj_key, functools.partial(
+            _this_admissions, key.name, attempt)) is not False)  # fmt: skip
         gone = decision.strays(tuple(clusters), recorded, holders, holding)
         if not gone:
             return {}
@@ -457,18 +466,20 @@ class WorkloadReconciler:
             config = self.configs.get(ObjectKey("", params.get("name", "")))
             listed = tuple(((config or {}).get("spec") or {}).get("clusters") or ())
             recorded = str((workload.get("status") or {}).get("clusterName") or "")
-            open_ = self._open_to(params.get("name", ""), listed, recorded)
+            open_ = self._open_to(config, listed, recorded)
             return name, state, list(decision.run_workers(listed, open_, recorded))
         return None
 
-    def _open_to(self, config: str, listed: tuple[str, ...], recorded: str) -> tuple[str, ...] | None:
+    def _open_to(self, config: Object | None, listed: tuple[str, ...], recorded: str) -> tuple[str, ...] | None:
         """A selector-kept list's clusters (``dispatcher.inventory.multiKueueConfigs``) but those it holds only for
-        their runs (``inventory.open_to_new_runs``); None for any other list."""
-        matches = self._selectors().get(config)
+        their runs (``inventory.open_to_new_runs``); None (the list as it is) for any other list, and for one
+        written by hand none of whose clusters is open (it keeps its last list while its selector matches none)."""
+        matches = self._selectors().get(str(((config or {}).get("metadata") or {}).get("name") or ""))
         if matches is None or self.clusters is None:
             return None
         cached = self.clusters.get
-        return tuple(inventory.open_to_new_runs(listed, lambda n: cached(ObjectKey("", n)), matches, recorded))
+        open_ = tuple(inventory.open_to_new_runs(listed, lambda n: cached(ObjectKey("", n)), matches, recorded))
+        return open_ if open_ or inventory.made_here(config, inventory.FROM_SELECTOR) else None
 
     def _selectors(self) -> dict[str, Selector]:
         """The selector of each MultiKueueConfig kept by selector, parsed once per configuration (a reload makes a

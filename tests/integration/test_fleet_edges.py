@@ -15,6 +15,7 @@ import pytest
 import yaml
 from aiohttp import web
 
+from multikueue.dispatch.decision import NONE_OPEN
 from multikueue.kube.addresses import MULTIKUEUE_CONFIGS
 from multikueue.kube.client import ApiClient
 from multikueue.kube.resources import Objects
@@ -391,3 +392,68 @@ async def test_a_recorded_worker_dropped_from_a_hand_edited_list_runs_its_run_to
     assert seen is None, seen
     await kueue.finish(s.api["worker2"], wl, s.namespace)
     await s.wait(s.workloads("manager"), wl, lambda w: _finished(w) is not None, "finished from worker2")
+
+
+async def test_a_list_left_with_only_a_cluster_kept_for_its_runs_takes_no_new_run_and_says_why(
+    testbed: TestBed, namespace: str, apis: dict[str, ApiClient], plugin: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """worker2 kept for its run, then worker1 leaves the pool too (no run there: dropped at once): the list holds
+    worker2 alone. A new run read that list whole (33a1ed9's fallback) and was copied to worker2, which
+    ``ClustersKeptForRuns`` says takes no new run. Now it waits nominated nowhere, and its check says why."""
+    async with _fleet(testbed, namespace, apis, plugin, tmp_path) as f:
+        s = f.s
+        await _all_in_pool(f, namespace)
+        await f.listed(*WORKERS)
+        await _admitted_on(f, "stays", "worker2")
+        await f.label("worker2", pool="gpu")
+        await _told(f.api, "default", f.config_name, "ClustersKeptForRuns")
+        await f.label("worker1", pool="gpu")
+        await f.listed("worker2")
+
+        _, new = await s.submit("new")
+        name = new["metadata"]["name"]
+        await s.wait(s.workloads("manager"), name, lambda w: _check(s, w).get("message", "").startswith(NONE_OPEN),
+                     "the new run's check saying no worker takes it")  # fmt: skip
+        seen = await _absent_for(s, "worker2", name, 3)
+        assert seen is None, f"a new run copied to worker2, a cluster kept listed only for its runs: {seen}"
+
+
+async def _released(s: Scenario, wl: str) -> None:
+    """Kueue's core answering Retry by evicting: quota released, checks Pending, clusterName cleared."""
+    current = await s.get(s.workloads("manager"), wl)
+    conditions = [{**c, "status": "False", "reason": "Pending"} if c["type"] == "QuotaReserved" else c
+                  for c in current["status"]["conditions"]]  # fmt: skip
+    checks = [{**c, "state": "Pending", "message": 'Reset to Pending after eviction. Previously: "Retry"'}
+              for c in current["status"]["admissionChecks"]]  # fmt: skip
+    status = {"conditions": conditions, "admissionChecks": checks, "admission": None, "clusterName": None}
+    await s.workloads("manager").patch_status(wl, {"status": status}, s.namespace)
+
+
+async def test_a_run_evicted_from_a_deselected_worker_leaves_nothing_there(
+    testbed: TestBed, namespace: str, apis: dict[str, ApiClient], plugin: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """A run on worker2 when worker2 leaves the pool (kept listed for it); worker2's Kueue preempts it, Kueue's core
+    evicts it on the manager (clusterName cleared) and the list drops worker2. The stray removal skipped worker2
+    because it held the run's object, an earlier admission's (33a1ed9): its copy and PipelineRun stayed there for
+    as long as the manager Workload existed, while the run ran again on worker1."""
+    async with _fleet(testbed, namespace, apis, plugin, tmp_path) as f:
+        s = f.s
+        await _all_in_pool(f, namespace)
+        await f.listed(*WORKERS)
+        wl = await _admitted_on(f, "evicted", "worker2")
+        await f.label("worker2", pool="gpu")
+        await _told(f.api, "default", f.config_name, "ClustersKeptForRuns")
+
+        await kueue.evict(s.api["worker2"], wl, namespace)
+        await s.check_state(wl, state="Retry")
+        await _released(s, wl)
+        await f.listed("worker1")
+        await kueue.reserve_quota(s.api["manager"], wl, namespace, checks=[s.names["check"]])
+        await s.wait(s.workloads("worker1"), wl, lambda w: w is not None, "the copy on worker1")
+        await kueue.admit(s.api["worker1"], wl, namespace)
+        await s.check_state(wl, state="Ready", message=f'The workload was admitted on "{f.cluster_name("worker1")}"')
+        await s.wait(s.runs("worker1"), "evicted", lambda r: r is not None, "the run on worker1")
+
+        await s.wait(s.runs("worker2"), "evicted", lambda r: r is None, "the earlier admission's run gone from worker2")
+        await s.wait(s.workloads("worker2"), wl, lambda w: w is None, "its Workload copy gone from worker2")
+        assert await s.runs("worker1").get("evicted", namespace) is not None, "the run on worker1 carries on"

@@ -684,7 +684,7 @@ def test_strays_are_copies_outside_the_list_but_the_recorded_workers(
         (("w1",), None, "w2", ("w1", "w2")),  # its recorded worker dropped by hand: still read, its run goes on
         (("w1", "w2"), ("w1",), "", ("w1",)),  # w2 kept only for its runs: no new run there
         (("w1", "w2"), ("w1", "w2"), "w2", ("w1", "w2")),
-        (("w1", "w2"), (), "", ("w1", "w2")),  # nothing open (a hand-written list no cluster matches): its last list
+        (("w2",), (), "", ()),  # only a cluster kept for its runs: no worker for a new run (said: NONE_OPEN)
         (("w1", "w2"), (), "w3", ("w3",)),  # recorded elsewhere: that worker alone
     ],
 )
@@ -711,3 +711,23 @@ def test_a_nominated_worker_that_left_the_runs_workers_is_nominated_no_longer(di
         assert isinstance(step, d.Nominate), step
         assert step.missing == (), step
         assert "w2" not in step.nominated, step
+
+
+def test_a_run_whose_list_has_no_cluster_open_to_it_is_told_so() -> None:
+    """Every cluster of a selector-kept list kept only for the runs recorded there (its selector matching none): a
+    new run is nominated nowhere, and its check says why (it once fell back to the whole list: a new run went to a
+    cluster kept for its runs only)."""
+    step = d.decide(group(workload(RESERVED), clusters=(), connected=(), serving={}))
+    assert isinstance(step, d.Nominate), step
+    assert step.nominated == (), step
+    assert (step.unmatched or "").startswith(d.NONE_OPEN), step
+
+
+def test_an_incremental_run_whose_nominations_all_left_starts_a_new_round_at_once() -> None:
+    """Incremental, one worker a round: w1 nominated at 990, gone from the run's workers at 1000, w2 and w3 open.
+    The narrowed nominations were empty and the round held for its 290 s left: nominated nowhere meanwhile."""
+    options: dict[str, Any] = {"dispatcher": DISPATCHER_INCREMENTAL, "step_size": 1, "round_length": 300.0}
+    step = d.decide(group(workload(RESERVED, nominated=["w1"]), clusters=("w2", "w3"), connected=("w2", "w3"),
+                          round_started=990.0, now=1000.0, **options))  # fmt: skip
+    assert isinstance(step, d.Nominate), step
+    assert step.nominated == ("w2",), step
