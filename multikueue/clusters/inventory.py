@@ -243,13 +243,24 @@ def open_to_new_runs(listed: Iterable[str], clusters: Callable[[str], Object | N
 # ------------------------------------------------------------------------------------ runs recorded on a cluster
 
 
+ANY_CLUSTER = "*"
+"""``recorded_cluster``'s value for a run whose eviction is under way: Kueue clears ``clusterName`` in the eviction's
+own write while the quota is still reserved, and the run may still run where it was until the dispatcher has it
+stopped and removed there; which cluster that is, the Workload no longer says."""
+
+
 def recorded_cluster(workload: Object) -> list[str]:
     """A Workload's recorded worker (``status.clusterName``) while its run is not finished, as an index value (a
-    finished Workload keeps its clusterName for as long as it exists: it holds nothing there)."""
-    name = (workload.get("status") or {}).get("clusterName")
-    finished = any(c.get("type") == "Finished" and c.get("status") == "True"
-                   for c in (workload.get("status") or {}).get("conditions") or [])  # fmt: skip
-    return [str(name)] if name and not finished else []
+    finished Workload keeps its clusterName for as long as it exists: it holds nothing there); ``ANY_CLUSTER`` while
+    its eviction is under way (evicted, its quota not yet released): every cluster is held until the release."""
+    status = workload.get("status") or {}
+    true = {c.get("type") for c in status.get("conditions") or [] if c.get("status") == "True"}
+    name = status.get("clusterName")
+    if "Finished" in true:
+        return []
+    if name:
+        return [str(name)]
+    return [ANY_CLUSTER] if {"Evicted", "QuotaReserved"} <= true else []
 
 
 def under_config(workload: Object, config: str, config_of_check: Callable[[str], str | None]) -> bool:

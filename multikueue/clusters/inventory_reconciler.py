@@ -15,6 +15,7 @@ import structlog
 
 from multikueue.clusters.admissioncheck import multikueue_config_name
 from multikueue.clusters.inventory import (
+    ANY_CLUSTER,
     FROM_PROFILE,
     ConfigPlan,
     ConfigStep,
@@ -143,7 +144,7 @@ class InventoryReconciler:
             return Result()  # nothing is judged before the profiles are listed; their first list enqueues every key
         profile = self.profiles.get(ObjectKey(self.namespace, name))
         existing = self.clusters.get(ObjectKey("", name))
-        held = bool(self.workloads.by_index(BY_RECORDED_CLUSTER, name)) or self.placed_on(name)
+        held = bool(self._recorded_on(name)) or self.placed_on(name)
         step = cluster_step(name, profile, existing, self.profile_selector, held=held)
         told = ("Warning", step.message) if isinstance(step, NameTaken) else None
         if profile is not None:
@@ -214,9 +215,14 @@ class InventoryReconciler:
                 return None
         return existing
 
+    def _recorded_on(self, cluster: str) -> list[ObjectKey]:
+        """The Workloads recorded on ``cluster``, and those whose eviction is under way (``ANY_CLUSTER``)."""
+        return [*self.workloads.by_index(BY_RECORDED_CLUSTER, cluster),
+                *self.workloads.by_index(BY_RECORDED_CLUSTER, ANY_CLUSTER)]  # fmt: skip
+
     def _runs_recorded(self, cluster: str, config: str) -> bool:
         """Whether a manager Workload taking its workers from ``config`` is recorded on ``cluster``."""
-        for key in self.workloads.by_index(BY_RECORDED_CLUSTER, cluster):
+        for key in self._recorded_on(cluster):
             workload = self.workloads.get(key)
             if workload is not None and under_config(workload, config, self._config_of_check):
                 return True

@@ -70,7 +70,8 @@ class Nominations:
         if step.unmatched is not None and not failures:
             # No worker of the run's MultiKueueConfig matches its worker selection: said on the check (its state
             # stays Pending, a label may yet be added); a label change on a MultiKueueCluster brings it back.
-            if await record.say(step.unmatched, "NoWorkerMatches"):
+            reason = "NoWorkerOpen" if step.unmatched.startswith(decision.NONE_OPEN) else "NoWorkerMatches"
+            if await record.say(step.unmatched, reason):
                 log.info("no worker matches the run's selection", workload=str(key), message=step.unmatched)
             return Result()
         if step.left_out is not None and not failures:

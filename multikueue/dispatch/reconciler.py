@@ -196,29 +196,37 @@ class WorkloadReconciler:
         adapter, owner_name = found_adapter
         obj_key = ObjectKey(key.namespace, owner_name)
         workers = self.connections()
-        connected = {c: w for c in clusters if (w := workers.get(c)) is not None and w.connected}
+        holders = tuple(c for c, w in workers.items() if w.connected and w.workload(key) is not None)
         if deleted:  # its copies go everywhere (a worker that left its list included), then what was kept about it
-            holders = {c: w for c, w in workers.items() if w.connected and w.workload(key) is not None}
-            await self._remove_everywhere({**holders, **connected}, adapter, obj_key, key)
+            connected = {c: w for c in (*clusters, *holders) if (w := workers.get(c)) is not None and w.connected}
+            await self._remove_everywhere(connected, adapter, obj_key, key)
             self.mirror.forget(adapter.gvk, obj_key)
             self._forget(key, workers.values())
             return Result()
-        strays = await self._remove_strays(workload, adapter, obj_key, clusters, workers)
+        holding = self._holding(workload, adapter, obj_key, holders, workers)
+        # A worker holding the run's object of this admission is read whatever the list says: an eviction under way
+        # has cleared clusterName (in Kueue's own write) while the run may still run there, to be stopped there.
+        clusters = [*clusters, *(c for c in holding if c not in clusters)]
+        recorded = str((workload.get("status") or {}).get("clusterName") or "")
+        strays = await self._remove_strays(key, adapter, obj_key, decision.strays(tuple(clusters), recorded, holders),
+                                           workers)  # fmt: skip
+        connected = {c: w for c in clusters if (w := workers.get(c)) is not None and w.connected}
         result = await self._pass(workload, check_name, adapter, obj_key, clusters, connected)
         raise_first(strays)
         return result
 
-    async def _remove_strays(self, workload: Object, adapter: GenericAdapter, obj_key: ObjectKey, clusters: list[str],
+    @staticmethod
+    def _holding(workload: Object, adapter: GenericAdapter, obj_key: ObjectKey, holders: tuple[str, ...],
+                 workers: dict[str, Worker]) -> tuple[str, ...]:  # fmt: skip
+        """The workers (of ``holders``) holding the run's object of its current admission, or whose cache of the
+        kind has not listed yet (then not known not to)."""
+        made_for = functools.partial(_this_admissions, ObjectKey.of(workload).name, wl.attempt(workload))
+        return tuple(c for c in holders if workers[c].holds(adapter.gvk, obj_key, made_for) is not False)
+
+    async def _remove_strays(self, key: ObjectKey, adapter: GenericAdapter, obj_key: ObjectKey, gone: tuple[str, ...],
                              workers: dict[str, Worker]) -> dict[str, BaseException]:  # fmt: skip
-        """The run's copies on connected workers outside the check's list (``decision.strays``) go, side by side
-        with the pass (a slow worker finishes in the background); the failures, raised once the pass is done."""
-        key = ObjectKey.of(workload)
-        holders = tuple(c for c, w in workers.items() if w.connected and w.workload(key) is not None)
-        recorded = str((workload.get("status") or {}).get("clusterName") or "")
-        attempt = wl.attempt(workload)
-        holding = tuple(c for c in holders if workers[c].holds(adapter.gvk, obj_key, functools.partial(
-            _this_admissions, key.name, attempt)) is not False)  # fmt: skip
-        gone = decision.strays(tuple(clusters), recorded, holders, holding)
+        """The run's copies on connected workers outside its workers (``decision.strays``) go, side by side with the
+        pass (a slow worker finishes in the background); the failures, raised once the pass is done."""
         if not gone:
             return {}
         log.info("workload copies outside the run's workers removed", workload=str(key), clusters=list(gone))
@@ -445,7 +453,9 @@ class WorkloadReconciler:
         for workload in self.workloads.items():
             found = self._our_check(workload)
             nominated = ((workload.get("status") or {}).get("nominatedClusterNames")) or []
-            if found is not None and str(found[1].get("message") or "").startswith(NO_WORKER_MATCHES):
+            if found is not None and str(found[1].get("message") or "").startswith(
+                (NO_WORKER_MATCHES, decision.NONE_OPEN)
+            ):
                 count += 1  # its selection leaves it no worker
                 continue
             if found is None or not nominated:
@@ -472,14 +482,14 @@ class WorkloadReconciler:
 
     def _open_to(self, config: Object | None, listed: tuple[str, ...], recorded: str) -> tuple[str, ...] | None:
         """A selector-kept list's clusters (``dispatcher.inventory.multiKueueConfigs``) but those it holds only for
-        their runs (``inventory.open_to_new_runs``); None (the list as it is) for any other list, and for one
-        written by hand none of whose clusters is open (it keeps its last list while its selector matches none)."""
+        their runs or that its selector no longer matches (``inventory.open_to_new_runs``: a hand-written one keeps
+        its last list while its selector matches none, Kueue needing one, and takes no new run meanwhile); None (the
+        list as it is) for any other list."""
         matches = self._selectors().get(str(((config or {}).get("metadata") or {}).get("name") or ""))
         if matches is None or self.clusters is None:
             return None
         cached = self.clusters.get
-        open_ = tuple(inventory.open_to_new_runs(listed, lambda n: cached(ObjectKey("", n)), matches, recorded))
-        return open_ if open_ or inventory.made_here(config, inventory.FROM_SELECTOR) else None
+        return tuple(inventory.open_to_new_runs(listed, lambda n: cached(ObjectKey("", n)), matches, recorded))
 
     def _selectors(self) -> dict[str, Selector]:
         """The selector of each MultiKueueConfig kept by selector, parsed once per configuration (a reload makes a

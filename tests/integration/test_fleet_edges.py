@@ -5,6 +5,7 @@ tests/component/test_fleet_edges.py shows the decisions behind some of them with
 
 from __future__ import annotations
 
+import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ import pytest
 import yaml
 from aiohttp import web
 
+from multikueue.clusters.inventory import INVENTORY_LABEL
 from multikueue.dispatch.decision import NONE_OPEN
 from multikueue.kube.addresses import MULTIKUEUE_CONFIGS
 from multikueue.kube.client import ApiClient
@@ -457,3 +459,74 @@ async def test_a_run_evicted_from_a_deselected_worker_leaves_nothing_there(
         await s.wait(s.runs("worker2"), "evicted", lambda r: r is None, "the earlier admission's run gone from worker2")
         await s.wait(s.workloads("worker2"), wl, lambda w: w is None, "its Workload copy gone from worker2")
         assert await s.runs("worker1").get("evicted", namespace) is not None, "the run on worker1 carries on"
+
+
+async def _evicted_on_manager(s: Scenario, wl: str) -> None:
+    """Kueue's core preempting a run on the manager, in one write as its ``Evict`` does: ``Evicted``, the eviction
+    counted, ``clusterName`` and the nominations cleared, the checks back to Pending; the quota still reserved."""
+    current = await s.get(s.workloads("manager"), wl)
+    evicted = {"type": "Evicted", "status": "True", "reason": "Preempted", "message": "Preempted to accommodate a "
+               "workload", "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
+    checks = [{**c, "state": "Pending", "message": f'Reset to Pending after eviction. Previously: "{c["state"]}"'}
+              for c in current["status"]["admissionChecks"]]  # fmt: skip
+    counted = {"evictions": [{"reason": "Preempted", "underlyingCause": "", "count": 1}]}
+    status = {"conditions": [*current["status"]["conditions"], evicted], "admissionChecks": checks,
+              "clusterName": None, "nominatedClusterNames": None, "schedulingStats": counted}  # fmt: skip
+    await s.workloads("manager").patch_status(wl, {"status": status}, s.namespace)
+
+
+async def test_a_run_preempted_on_the_manager_is_stopped_on_the_deselected_worker_it_runs_on(
+    testbed: TestBed, namespace: str, apis: dict[str, ApiClient], plugin: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """worker2, deselected, is kept listed for the run on it; Kueue preempts the run on the manager, clearing
+    ``clusterName`` in that write while the quota stays reserved. The run's workers were then its list less worker2
+    (recorded nowhere any more): its copy there was never asked to stop (``DeactivationTarget``), and the inventory,
+    seeing no run recorded there, deleted worker2's MultiKueueCluster and its connection: nothing could stop or
+    remove the run there (fc7582b/33a1ed9's third adversarial read). Now worker2 is read while it holds the run's
+    object of this admission, and kept until the quota is released; then the copies there go."""
+    async with _fleet(testbed, namespace, apis, plugin, tmp_path) as f:
+        s = f.s
+        await _all_in_pool(f, namespace)
+        await f.listed(*WORKERS)
+        wl = await _admitted_on(f, "preempted", "worker2")
+        await f.label("worker2", pool="gpu")
+        await _told(f.api, "default", f.config_name, "ClustersKeptForRuns")
+
+        await _evicted_on_manager(s, wl)
+        await s.wait(s.workloads("worker2"), wl, lambda w: _true(w, "DeactivationTarget"),
+                     "worker2's copy asked to stop (DeactivationTarget)")  # fmt: skip
+        assert await f.clusters.get(f.cluster_name("worker2")) is not None, "worker2's MultiKueueCluster kept"
+        await _released(s, wl)
+        await s.wait(s.runs("worker2"), "preempted", lambda r: r is None, "the run gone from worker2")
+        await s.wait(s.workloads("worker2"), wl, lambda w: w is None, "its Workload copy gone from worker2")
+
+
+def _true(obj: Any, kind: str) -> bool:
+    conditions = ((obj or {}).get("status") or {}).get("conditions") or []
+    return any(c["type"] == kind and c["status"] == "True" for c in conditions)
+
+
+async def test_a_hand_written_list_left_with_only_a_cluster_kept_for_its_runs_takes_no_new_run(
+    testbed: TestBed, namespace: str, apis: dict[str, ApiClient], plugin: tuple[Path, Path], tmp_path: Path
+) -> None:
+    """As above for a MultiKueueConfig written by hand and kept by selector (the ordinary way to make one, beside
+    its AdmissionCheck): 508894c read such a list whole when none of its clusters was open, and the new run went
+    to worker2, which ``ClustersKeptForRuns`` says takes no new run (the third adversarial read)."""
+    async with _fleet(testbed, namespace, apis, plugin, tmp_path) as f:
+        s = f.s
+        await _all_in_pool(f, namespace)
+        await f.listed(*WORKERS)
+        configs = Objects(s.api["manager"], MULTIKUEUE_CONFIGS)
+        await configs.patch(f.config_name, {"metadata": {"labels": {INVENTORY_LABEL: None}}})  # now "by hand"
+        await _admitted_on(f, "stays", "worker2")
+        await f.label("worker2", pool="gpu")
+        await _told(f.api, "default", f.config_name, "ClustersKeptForRuns")
+        await f.label("worker1", pool="gpu")
+        await f.listed("worker2")
+
+        _, new = await s.submit("new")
+        name = new["metadata"]["name"]
+        await s.wait(s.workloads("manager"), name, lambda w: _check(s, w).get("message", "").startswith(NONE_OPEN),
+                     "the new run's check saying no worker takes it")  # fmt: skip
+        seen = await _absent_for(s, "worker2", name, 3)
+        assert seen is None, f"a new run copied to worker2, a cluster kept listed only for its runs: {seen}"
