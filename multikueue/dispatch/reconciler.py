@@ -203,6 +203,12 @@ class WorkloadReconciler:
             self.mirror.forget(adapter.gvk, obj_key)
             self._forget(key, workers.values())
             return Result()
+        return await self._live(workload, check_name, adapter, obj_key, clusters, workers, holders)
+
+    async def _live(self, workload: Object, check: str, adapter: GenericAdapter, obj_key: ObjectKey,
+                    clusters: list[str], workers: dict[str, Worker], holders: tuple[str, ...]) -> Result:  # fmt: skip
+        """A Workload not deleted: its copies outside its workers go, then the pass."""
+        key = ObjectKey.of(workload)
         holding = self._holding(workload, adapter, obj_key, holders, workers)
         # A worker holding the run's object of this admission is read whatever the list says: an eviction under way
         # has cleared clusterName (in Kueue's own write) while the run may still run there, to be stopped there.
@@ -211,7 +217,7 @@ class WorkloadReconciler:
         strays = await self._remove_strays(key, adapter, obj_key, decision.strays(tuple(clusters), recorded, holders),
                                            workers)  # fmt: skip
         connected = {c: w for c in clusters if (w := workers.get(c)) is not None and w.connected}
-        result = await self._pass(workload, check_name, adapter, obj_key, clusters, connected)
+        result = await self._pass(workload, check, adapter, obj_key, clusters, connected)
         raise_first(strays)
         return result
 
