@@ -216,9 +216,15 @@ class InventoryReconciler:
         return existing
 
     def _recorded_on(self, cluster: str) -> list[ObjectKey]:
-        """The Workloads recorded on ``cluster``, and those whose eviction is under way (``ANY_CLUSTER``)."""
-        return [*self.workloads.by_index(BY_RECORDED_CLUSTER, cluster),
-                *self.workloads.by_index(BY_RECORDED_CLUSTER, ANY_CLUSTER)]  # fmt: skip
+        """The Workloads recorded on ``cluster``, and the MultiKueue runs whose eviction is under way
+        (``ANY_CLUSTER``: a Workload with no MultiKueue check holds nothing)."""
+        evicting = [k for k in self.workloads.by_index(BY_RECORDED_CLUSTER, ANY_CLUSTER) if self._dispatched(k)]
+        return [*self.workloads.by_index(BY_RECORDED_CLUSTER, cluster), *evicting]
+
+    def _dispatched(self, key: ObjectKey) -> bool:
+        """Whether one of the Workload's admission checks takes its workers from a MultiKueueConfig."""
+        checks = ((self.workloads.get(key) or {}).get("status") or {}).get("admissionChecks") or []
+        return any(self._config_of_check(str(c.get("name", ""))) is not None for c in checks)
 
     def _runs_recorded(self, cluster: str, config: str) -> bool:
         """Whether a manager Workload taking its workers from ``config`` is recorded on ``cluster``."""

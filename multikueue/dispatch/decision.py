@@ -211,6 +211,17 @@ def run_workers(listed: tuple[str, ...], open_: tuple[str, ...] | None, recorded
     return workers if not recorded or recorded in workers else (*workers, recorded)
 
 
+def reading(workers: tuple[str, ...], recorded: str, holders: tuple[str, ...],
+            holding: Mapping[str, bool | None]) -> tuple[tuple[str, ...], tuple[str, ...]]:  # fmt: skip
+    """(the workers a pass reads, the strays to remove). ``holders``: the connected workers holding the run's
+    Workload copy; ``holding``: whether each holds the run's object of its current admission (None: its cache of
+    the kind has not listed yet). One that does is read whatever the list says: Kueue's eviction clears
+    ``clusterName`` in its own write while the run may still run there, to be stopped there. One not known yet is
+    neither read nor removed."""
+    read = (*workers, *(c for c in holders if holding.get(c) and c not in workers))
+    return read, strays(read, recorded, holders, tuple(c for c in holders if holding.get(c) is None))
+
+
 def strays(workers: tuple[str, ...], recorded: str, holders: tuple[str, ...],
            holding: tuple[str, ...] = ()) -> tuple[str, ...]:  # fmt: skip
     """The workers (of ``holders``: connected, holding the run's Workload copy) whose copy no pass reads: outside the
@@ -359,7 +370,10 @@ def _none_open(group: Group) -> str | None:
     matching none): said, never a silent wait."""
     if group.clusters:
         return None
-    return f"{NONE_OPEN}its MultiKueueConfig lists none, or only clusters kept for the runs recorded there"
+    return (
+        f"{NONE_OPEN}no cluster of its MultiKueueConfig is open to new runs (each listed one is kept only for "
+        "the runs recorded there, or its clusterSelector matches none)"
+    )
 
 
 def _lacking_kind(group: Group, nominated: tuple[str, ...]) -> str | None:

@@ -210,12 +210,10 @@ class WorkloadReconciler:
         """A Workload not deleted: its copies outside its workers go, then the pass."""
         key = ObjectKey.of(workload)
         holding = self._holding(workload, adapter, obj_key, holders, workers)
-        # A worker holding the run's object of this admission is read whatever the list says: an eviction under way
-        # has cleared clusterName (in Kueue's own write) while the run may still run there, to be stopped there.
-        clusters = [*clusters, *(c for c in holding if c not in clusters)]
         recorded = str((workload.get("status") or {}).get("clusterName") or "")
-        strays = await self._remove_strays(key, adapter, obj_key, decision.strays(tuple(clusters), recorded, holders),
-                                           workers)  # fmt: skip
+        read, gone = decision.reading(tuple(clusters), recorded, holders, holding)
+        clusters = list(read)
+        strays = await self._remove_strays(key, adapter, obj_key, gone, workers)
         connected = {c: w for c in clusters if (w := workers.get(c)) is not None and w.connected}
         result = await self._pass(workload, check, adapter, obj_key, clusters, connected)
         raise_first(strays)
@@ -223,11 +221,11 @@ class WorkloadReconciler:
 
     @staticmethod
     def _holding(workload: Object, adapter: GenericAdapter, obj_key: ObjectKey, holders: tuple[str, ...],
-                 workers: dict[str, Worker]) -> tuple[str, ...]:  # fmt: skip
-        """The workers (of ``holders``) holding the run's object of its current admission, or whose cache of the
-        kind has not listed yet (then not known not to)."""
+                 workers: dict[str, Worker]) -> dict[str, bool | None]:  # fmt: skip
+        """Whether each worker (of ``holders``) holds the run's object of its current admission (None: its cache of
+        the kind has not listed yet)."""
         made_for = functools.partial(_this_admissions, ObjectKey.of(workload).name, wl.attempt(workload))
-        return tuple(c for c in holders if workers[c].holds(adapter.gvk, obj_key, made_for) is not False)
+        return {c: workers[c].holds(adapter.gvk, obj_key, made_for) for c in holders}
 
     async def _remove_strays(self, key: ObjectKey, adapter: GenericAdapter, obj_key: ObjectKey, gone: tuple[str, ...],
                              workers: dict[str, Worker]) -> dict[str, BaseException]:  # fmt: skip

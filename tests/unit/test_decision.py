@@ -731,3 +731,17 @@ def test_an_incremental_run_whose_nominations_all_left_starts_a_new_round_at_onc
                           round_started=990.0, now=1000.0, **options))  # fmt: skip
     assert isinstance(step, d.Nominate), step
     assert step.nominated == ("w2",), step
+
+
+@pytest.mark.parametrize(
+    ("holding", "read", "gone"),
+    [
+        ({"w2": True}, ("w1", "w2"), ()),  # this admission's object there (an eviction cleared clusterName): read
+        ({"w2": False}, ("w1",), ("w2",)),  # a waiting copy left there: a stray
+        ({"w2": None}, ("w1",), ()),  # its cache not listed yet: neither read (nominated, waited on) nor removed
+    ],
+)
+def test_a_worker_outside_the_list_is_read_only_while_it_holds_this_admissions_object(
+    holding: dict[str, bool | None], read: tuple[str, ...], gone: tuple[str, ...]
+) -> None:
+    assert d.reading(("w1",), "", ("w1", "w2"), {"w1": False, **holding}) == (read, gone)

@@ -303,11 +303,14 @@ def test_the_runs_a_cluster_holds_are_found_through_their_checks() -> None:
     assert not under_config(workload, "gpu", configs.get)
 
 
+def true(kind: str) -> Object:
+    return {"type": kind, "status": "True"}
+
+
 def test_a_run_whose_eviction_is_under_way_holds_every_cluster() -> None:
     """Kueue clears ``clusterName`` in the eviction's own write, its quota still reserved: the run may still run
     where it was until the dispatcher has it stopped there. Taken as recorded nowhere, a deselected cluster it ran
     on was deleted at once, its connection with it, and nothing stopped or removed the run there."""
-    true = lambda kind: {"type": kind, "status": "True"}  # noqa: E731
     evicting = {"status": {"conditions": [true("QuotaReserved"), true("Evicted")]}}
     assert recorded_cluster(evicting) == [ANY_CLUSTER]
     released = {"status": {"conditions": [{"type": "QuotaReserved", "status": "False"}, true("Evicted")]}}

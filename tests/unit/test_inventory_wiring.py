@@ -7,6 +7,7 @@ from collections import Counter
 from typing import Any
 
 import anyio
+import pytest
 
 from multikueue.clusters.inventory import FROM_PROFILE, INVENTORY_LABEL
 from multikueue.clusters.inventory_reconciler import MULTIKUEUE_CLUSTER, MULTIKUEUE_CONFIG
@@ -117,4 +118,50 @@ async def test_a_worker_with_direct_mode_runs_placed_on_it_is_held_for_them() ->
         g.direct_reconciler._load = {PIPELINERUN: Counter({"east": 1})}
         assert g.inventory.placed_on("east")
         assert not g.inventory.placed_on("west")
+        tg.cancel_scope.cancel()
+
+
+def _evicting(name: str, *checks: str) -> dict[str, Any]:
+    """A Workload preempted on the manager, its quota not yet released (Kueue waits for its job to stop)."""
+    conditions = [{"type": kind, "status": "True"} for kind in ("QuotaReserved", "Admitted", "Evicted")]
+    pending = [{"name": c, "state": "Pending"} for c in checks]
+    return {"metadata": {"name": name, "namespace": "team-a", "uid": f"u-{name}"},
+            "status": {"conditions": conditions, "admissionChecks": pending}}  # fmt: skip
+
+
+async def test_an_eviction_under_way_holds_a_deselected_cluster_only_for_a_multikueue_run(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """An eviction under way clears ``clusterName`` while the run may still run on its worker: the inventory keeps
+    every cluster it would drop until the quota is released. A Workload with no MultiKueue check (a local job on
+    the manager) held them too, for as long as its eviction lasted (its pods' termination, for ever on a dead node):
+    now it holds nothing; a MultiKueue run's does (its check's AdmissionCheck names a MultiKueueConfig)."""
+    async with anyio.create_task_group() as tg:
+        g = generation(tg)
+        inventory = g.inventory
+        assert inventory is not None
+        g.informers.of(MULTIKUEUE_CLUSTERS).store[ObjectKey("", "east")] = named(
+            "east", **{INVENTORY_LABEL: FROM_PROFILE}
+        )
+        profiles_of(g).synced.set()
+        deleted: list[str] = []
+
+        async def delete(name: str, namespace: str | None = None, **_: Any) -> bool:
+            deleted.append(name)
+            return True
+
+        monkeypatch.setattr(inventory.cluster_objects, "delete", delete)
+        monkeypatch.setattr(inventory, "_config_of_check", {"mk": "fleet"}.get)  # only "mk" is MultiKueue's
+        workloads = g.informers.of(WORKLOADS)
+        local = _evicting("local")
+        workloads._put(ObjectKey.of(local), local)
+        await inventory._cluster("east")
+        assert deleted == ["east"], f"kept for a local Workload: {sorted(inventory.clusters_kept)}"
+
+        deleted.clear()
+        run = _evicting("run", "mk")
+        workloads._put(ObjectKey.of(run), run)
+        await inventory._cluster("east")
+        assert deleted == [], "a MultiKueue run's eviction under way lets its worker's MultiKueueCluster go"
+        assert "east" in inventory.clusters_kept
         tg.cancel_scope.cancel()
