@@ -190,9 +190,30 @@ async def finish(api: ApiClient, name: str, namespace: str, *, reason: str = "Su
 
 
 async def evict(api: ApiClient, name: str, namespace: str, *, reason: str = "Preempted", message: str = "") -> Object:
+    """Kueue evicting a Workload, in one write as its ``Evict`` does (``pkg/workload/evict``): ``Evicted``, the
+    eviction counted in ``schedulingStats``, ``clusterName`` and the nominations cleared, every check not Pending
+    back to Pending; the quota still reserved (released later, once the job has stopped)."""
+
     def change(workload: Object) -> Object:
+        status = _status(workload)
         condition = {"type": "Evicted", "status": "True", "reason": reason, "message": message or reason}
-        return {"conditions": set_condition(_status(workload).get("conditions"), condition)}
+        counted = [dict(e) for e in (status.get("schedulingStats") or {}).get("evictions") or []]
+        same = next((e for e in counted if e.get("reason") == reason and not e.get("underlyingCause")), None)
+        if same is None:
+            counted.append({"reason": reason, "underlyingCause": "", "count": 1})
+        else:
+            same["count"] = int(same.get("count") or 0) + 1
+        checks = [c if c.get("state") == "Pending" else
+                  {**c, "state": "Pending", "message": f"Reset to Pending after eviction. Previously: {c.get('state')}"}
+                  for c in status.get("admissionChecks") or []]  # fmt: skip
+        out: Object = {"conditions": set_condition(status.get("conditions"), condition),
+                       "schedulingStats": {**(status.get("schedulingStats") or {}), "evictions": counted}}  # fmt: skip
+        if checks:
+            out["admissionChecks"] = checks
+        for cleared in ("clusterName", "nominatedClusterNames"):
+            if status.get(cleared):
+                out[cleared] = None  # a merge patch's null removes it
+        return out
 
     return await _patch_status(api, name, namespace, change)
 

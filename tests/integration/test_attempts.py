@@ -144,7 +144,7 @@ async def test_kueue_a_workload_made_again_waits_for_the_earlier_attempts_held_c
 async def evict_and_release(s: Scenario, wl_name: str) -> None:
     """Kueue preempts the manager Workload: Evicted, then (once the dispatcher has asked worker1 to stop its copy)
     its quota released, its worker and admission cleared, its check Pending again, and the eviction counted in
-    ``schedulingStats`` as Kueue counts it (the testbed's ``kueue.evict`` writes the condition only)."""
+    ``schedulingStats`` as Kueue counts it (``kueue.evict`` counted it already: the same count)."""
     await kueue.evict(s.api["manager"], wl_name, s.namespace, reason="Preempted", message=PREEMPTED)
 
     def deactivated(w: Any) -> bool:

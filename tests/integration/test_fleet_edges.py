@@ -5,7 +5,6 @@ tests/component/test_fleet_edges.py shows the decisions behind some of them with
 
 from __future__ import annotations
 
-import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -461,20 +460,6 @@ async def test_a_run_evicted_from_a_deselected_worker_leaves_nothing_there(
         assert await s.runs("worker1").get("evicted", namespace) is not None, "the run on worker1 carries on"
 
 
-async def _evicted_on_manager(s: Scenario, wl: str) -> None:
-    """Kueue's core preempting a run on the manager, in one write as its ``Evict`` does: ``Evicted``, the eviction
-    counted, ``clusterName`` and the nominations cleared, the checks back to Pending; the quota still reserved."""
-    current = await s.get(s.workloads("manager"), wl)
-    evicted = {"type": "Evicted", "status": "True", "reason": "Preempted", "message": "Preempted to accommodate a "
-               "workload", "lastTransitionTime": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}  # fmt: skip
-    checks = [{**c, "state": "Pending", "message": f'Reset to Pending after eviction. Previously: "{c["state"]}"'}
-              for c in current["status"]["admissionChecks"]]  # fmt: skip
-    counted = {"evictions": [{"reason": "Preempted", "underlyingCause": "", "count": 1}]}
-    status = {"conditions": [*current["status"]["conditions"], evicted], "admissionChecks": checks,
-              "clusterName": None, "nominatedClusterNames": None, "schedulingStats": counted}  # fmt: skip
-    await s.workloads("manager").patch_status(wl, {"status": status}, s.namespace)
-
-
 async def test_a_run_preempted_on_the_manager_is_stopped_on_the_deselected_worker_it_runs_on(
     testbed: TestBed, namespace: str, apis: dict[str, ApiClient], plugin: tuple[Path, Path], tmp_path: Path
 ) -> None:
@@ -492,7 +477,7 @@ async def test_a_run_preempted_on_the_manager_is_stopped_on_the_deselected_worke
         await f.label("worker2", pool="gpu")
         await _told(f.api, "default", f.config_name, "ClustersKeptForRuns")
 
-        await _evicted_on_manager(s, wl)
+        await kueue.evict(s.api["manager"], wl, namespace, message="Preempted to accommodate a workload")
         await s.wait(s.workloads("worker2"), wl, lambda w: _true(w, "DeactivationTarget"),
                      "worker2's copy asked to stop (DeactivationTarget)")  # fmt: skip
         assert await f.clusters.get(f.cluster_name("worker2")) is not None, "worker2's MultiKueueCluster kept"
