@@ -5,7 +5,8 @@ PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
 
-.PHONY: run test soak soak-short bench bench-all lint typecheck pytest e2e interop e2e-images docker-engine binaries clean kind-up kind-down e2e-kind
+PHONY_SIM := simulate
+.PHONY: $(PHONY_SIM) run test soak soak-short bench bench-all lint typecheck pytest e2e interop e2e-images docker-engine binaries clean kind-up kind-down e2e-kind
 
 run: $(VENV)/.installed binaries
 	$(BIN)/multikueue demo
@@ -61,6 +62,12 @@ soak: $(VENV)/.installed binaries
 soak-short: $(VENV)/.installed binaries
 	@echo "==> a 3-minute fault soak (Kueue mode, 2 replicas, every fault in turn; bench/README.md)"
 	$(BIN)/python -m bench.soak --duration 180 --rate 3 --fault-interval 10 --drain-timeout 600 --check --out build/soak-short.json
+
+# The deterministic simulation (tests/sim, #55): the whole dispatcher against in-memory clusters on virtual time,
+# SEEDS schedules per lost-worker policy, every invariant checked at every change; a violation prints its replay.
+SEEDS ?= 100
+simulate: $(VENV)/.installed
+	$(BIN)/python -m tests.sim --seeds $(SEEDS)
 
 # The interop profile (e2e/interop, #9): real Kueue, Tekton, kwok, kube-controller-manager and kube-scheduler, built
 # from their Go modules (cached; ~20 min cold) and run on a bed of their own.

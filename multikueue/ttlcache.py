@@ -15,11 +15,11 @@ V = TypeVar("V")
 class TTLCache(Generic[K, V]):
     """Up to ``size`` entries, each valid for the seconds given when it was put; the least recently used goes first."""
 
-    def __init__(self, size: int, *, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, size: int, *, clock: Callable[[], float] | None = None) -> None:
         if size < 1:
             raise ValueError(f"a cache holds at least one entry, got size {size}")
         self.size = size
-        self.clock = clock
+        self.clock = clock or time.monotonic  # read at construction, not import: a test's clock is seen
         self._entries: OrderedDict[K, tuple[float, V]] = OrderedDict()
 
     def __len__(self) -> int:

@@ -13,9 +13,9 @@ from collections.abc import Callable
 
 
 class WorkerOutages:
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
-        self.clock = clock
-        self.started_at = clock()  # a worker never connected in this process counts as lost since its start
+    def __init__(self, clock: Callable[[], float] | None = None) -> None:
+        self.clock = clock or time.monotonic  # read at construction, not import: a test's clock is seen
+        self.started_at = self.clock()  # a worker never connected in this process counts as lost since its start
         self._since: dict[str, float] = {}
 
     def dropped(self, name: str, since: float | None = None) -> None:

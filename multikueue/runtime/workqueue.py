@@ -50,7 +50,7 @@ _DEFAULT_BACKOFF = Backoff()
 
 
 class WorkQueue(Generic[K]):
-    def __init__(self, *, backoff: Backoff = _DEFAULT_BACKOFF, clock: Callable[[], float] = time.monotonic,
+    def __init__(self, *, backoff: Backoff = _DEFAULT_BACKOFF, clock: Callable[[], float] | None = None,
                  low_max_wait: float = 5.0) -> None:  # fmt: skip
         self._queue: deque[K] = deque()
         self._low: deque[K] = deque()
@@ -73,7 +73,7 @@ class WorkQueue(Generic[K]):
         self._timer: anyio.Event | None = None
         self._shut_down = False
         self._backoff = backoff
-        self._clock = clock
+        self._clock = clock or time.monotonic  # read at construction, not import: a test's clock is seen
 
     # --------------------------------------------------------------------------------------- producers
 

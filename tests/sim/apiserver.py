@@ -157,6 +157,7 @@ class SimApiServer:
         self.compacted = 0  # watches from a revision below this are answered 410 Gone
         self.history: list[Event] = []
         self.watches: list[Watch] = []
+        self.on_commit: Callable[[], None] = lambda: None  # the world's invariants, after every stored change
         for kind in (*CORE, *kinds):
             self.serve(kind)
         self._put_raw(NAMESPACES, {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "default"}})
@@ -460,6 +461,7 @@ class SimApiServer:
 
     def _publish(self, event: Event) -> None:
         self.history.append(event)
+        self.on_commit()
         for watch in self.watches:
             if watch.kind == event.kind:
                 line = _event_line(watch, event)

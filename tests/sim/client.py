@@ -17,7 +17,9 @@ from typing import Any
 import anyio
 
 from multikueue.kube.client import JSON, Query, Timeout
+from multikueue.kube.credentials import Credentials
 from multikueue.kube.errors import StreamBroken, Unreachable, refused
+from multikueue.kube.kubeconfig import access_from_kubeconfig
 from tests.sim.apiserver import Failure, SimApiServer, Watch
 
 
@@ -75,10 +77,14 @@ class SimLines:
 class SimApiClient:
     """What the dispatcher holds for one cluster: ``host`` names it in errors, as the real client's does."""
 
-    def __init__(self, server: SimApiServer, link: Link | None = None) -> None:
+    def __init__(self, server: SimApiServer, link: Link | None = None, kubeconfig: dict[str, Any] | None = None
+                 ) -> None:  # fmt: skip
         self.server = server
         self.link = link or Link()
         self.host = f"https://{server.name}.sim"
+        # What the cluster reconciler reads of a worker's client (its credential's expiry, whether it renews).
+        self.access = access_from_kubeconfig(kubeconfig) if kubeconfig else None
+        self.credentials = Credentials(self.access) if self.access else None
         self.on_request: Any = None
         self.on_error: Any = None
 
